@@ -1,0 +1,130 @@
+"""A NumPy implementation of the canonical network: the ground truth adapters are checked against.
+
+It needs no benchmarked library, so the equivalence check runs inside any adapter's worker.
+Arithmetic is float32, one operation at a time in the canonical order
+(``v = beta * v``, ``v = v + x``, ``s = v >= threshold``, reset), which is what a per-step
+PyTorch loop computes on the CPU; only the matmul's summation order may differ from a library's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from snnbench.spec import CaseData, FloatArray, NetworkSpec
+
+
+def surrogate_grad(u: FloatArray, name: str, slope: float) -> FloatArray:
+    """Derivative of the spike function at ``u = v_pre - threshold``.
+
+    fast_sigmoid: 1 / (1 + slope·|u|)²  (snnTorch's ``fast_sigmoid``, Zenke's SuperSpike);
+    atan: (slope/2) / (1 + (π/2 · slope · u)²)  (snnTorch's ``atan``);
+    sigmoid: slope · σ(slope·u) · (1 − σ(slope·u)).
+    """
+    k = np.float32(slope)
+    if name == "fast_sigmoid":
+        out = np.float32(1.0) / (np.float32(1.0) + k * np.abs(u)) ** 2
+    elif name == "atan":
+        out = (k / np.float32(2.0)) / (
+            np.float32(1.0) + (np.float32(np.pi / 2) * k * u) ** 2
+        )
+    elif name == "sigmoid":
+        sig = np.float32(1.0) / (np.float32(1.0) + np.exp(-k * u))
+        out = k * sig * (np.float32(1.0) - sig)
+    else:
+        raise ValueError(f"unknown surrogate {name!r}")
+    return out.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """Spikes of every layer (T, B, n) and gradients of loss = Σ last-layer spikes."""
+
+    spikes: tuple[FloatArray, ...]
+    grad_weights: tuple[FloatArray, ...]
+    grad_biases: tuple[FloatArray, ...]
+
+    @property
+    def output_spikes(self) -> FloatArray:
+        """The last layer's spikes, (T, B, n)."""
+        return self.spikes[-1]
+
+
+def _lif_forward(
+    x: FloatArray, spec: NetworkSpec
+) -> tuple[FloatArray, FloatArray]:
+    """Scan one layer's currents x (T, B, n) → (spikes, v_pre), both (T, B, n)."""
+    beta = np.float32(spec.beta)
+    theta = np.float32(spec.threshold)
+    v = np.zeros(x.shape[1:], dtype=np.float32)
+    spikes = np.empty_like(x)
+    v_pre_all = np.empty_like(x)
+    for t in range(x.shape[0]):
+        v_pre = beta * v + x[t]
+        s = (v_pre >= theta).astype(np.float32)
+        v = v_pre - theta * s if spec.reset == "subtract" else v_pre * (np.float32(1.0) - s)
+        spikes[t] = s
+        v_pre_all[t] = v_pre
+    return spikes, v_pre_all
+
+
+def _lif_backward(
+    grad_s: FloatArray, spikes: FloatArray, v_pre: FloatArray, spec: NetworkSpec
+) -> FloatArray:
+    """Exact BPTT of :func:`_lif_forward`: dLoss/dx (T, B, n) from dLoss/ds."""
+    beta = np.float32(spec.beta)
+    theta = np.float32(spec.threshold)
+    grad_x = np.empty_like(v_pre)
+    grad_vpost = np.zeros(v_pre.shape[1:], dtype=np.float32)  # dL/dv_post[t]
+    for t in range(v_pre.shape[0] - 1, -1, -1):
+        s = spikes[t]
+        sg = surrogate_grad(v_pre[t] - theta, spec.surrogate, spec.surrogate_slope)
+        if spec.reset == "subtract":
+            direct = np.ones_like(s)  # ∂v_post/∂v_pre with s held fixed
+            via_spike = -theta * np.ones_like(s)  # ∂v_post/∂s
+        else:
+            direct = np.float32(1.0) - s
+            via_spike = -v_pre[t]
+        grad_s_total = grad_s[t]
+        if not spec.detach_reset:
+            grad_s_total = grad_s_total + grad_vpost * via_spike
+        grad_vpre = grad_s_total * sg + grad_vpost * direct
+        grad_x[t] = grad_vpre
+        grad_vpost = beta * grad_vpre
+    return grad_x
+
+
+def run_reference(data: CaseData) -> ReferenceResult:
+    """Forward and backward of the canonical network on ``data`` in float32 NumPy."""
+    spec = data.spec
+    layer_inputs: list[FloatArray] = []
+    spikes_per_layer: list[FloatArray] = []
+    vpre_per_layer: list[FloatArray] = []
+    h = data.inputs
+    for w, b in zip(data.weights, data.biases, strict=True):
+        layer_inputs.append(h)
+        x = (h @ w.T + b).astype(np.float32)
+        s, v_pre = _lif_forward(x, spec)
+        spikes_per_layer.append(s)
+        vpre_per_layer.append(v_pre)
+        h = s
+    grad_s = np.ones_like(spikes_per_layer[-1])
+    grad_ws: list[FloatArray] = []
+    grad_bs: list[FloatArray] = []
+    for layer in range(spec.layers - 1, -1, -1):
+        grad_x = _lif_backward(grad_s, spikes_per_layer[layer], vpre_per_layer[layer], spec)
+        inp = layer_inputs[layer]
+        flat_g = grad_x.reshape(-1, spec.neurons)
+        grad_ws.append((flat_g.T @ inp.reshape(-1, spec.neurons)).astype(np.float32))
+        grad_bs.append(
+            flat_g.sum(axis=0).astype(np.float32)
+            if spec.bias
+            else np.zeros(spec.neurons, dtype=np.float32)
+        )
+        grad_s = (grad_x @ data.weights[layer]).astype(np.float32)
+    return ReferenceResult(
+        spikes=tuple(spikes_per_layer),
+        grad_weights=tuple(reversed(grad_ws)),
+        grad_biases=tuple(reversed(grad_bs)),
+    )

@@ -1,0 +1,150 @@
+"""Equivalence of an adapter's network with the canonical one, checked before anything is timed.
+
+The ground truth is :func:`snnbench.reference.run_reference` (NumPy, float32). For 16-bit dtypes
+the reference runs on the same weights and input rounded to that dtype, with float32 state,
+and the spike-agreement bar is lower because libraries legitimately keep 16-bit state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from snnbench.adapter import Adapter
+from snnbench.reference import ReferenceResult, run_reference
+from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
+
+#: an adapter declaring exact dynamics must agree on at least this fraction of spikes
+MIN_SPIKE_MATCH: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.98}
+#: time steps used by the pre-timing check (the case's own T when shorter)
+VERIFY_TIME_STEPS = 50
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """How closely one adapter reproduced the reference on one spec."""
+
+    spike_match: float
+    first_diff_step: int | None
+    grad_cosine: float
+    grad_max_rel_err: float
+    bias_grad_cosine: float
+    spike_rate: float
+    reference_spike_rate: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+    def passes(self, dtype: str) -> bool:
+        """Spike agreement is at least :data:`MIN_SPIKE_MATCH` for ``dtype``."""
+        return self.spike_match >= MIN_SPIKE_MATCH[dtype]
+
+
+def round_to_dtype(a: FloatArray, dtype: str) -> FloatArray:
+    """Round float32 values to ``dtype`` and back (round to nearest even), as a cast would."""
+    if dtype == "float32":
+        return a
+    if dtype == "float16":
+        return a.astype(np.float16).astype(np.float32)
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
+    return ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def reference_for(data: CaseData) -> ReferenceResult:
+    """The reference result for ``data``, with inputs and parameters rounded to the spec dtype."""
+    dtype = data.spec.dtype
+    if dtype == "float32":
+        return run_reference(data)
+    rounded = CaseData(
+        inputs=round_to_dtype(data.inputs, dtype),
+        weights=tuple(round_to_dtype(w, dtype) for w in data.weights),
+        biases=tuple(round_to_dtype(b, dtype) for b in data.biases),
+        spec=data.spec,
+    )
+    return run_reference(rounded)
+
+
+def _cosine(a: FloatArray, b: FloatArray) -> float:
+    a64 = a.astype(np.float64).ravel()
+    b64 = b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a64), np.linalg.norm(b64)
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(a64 @ b64 / (na * nb))
+
+
+def compare_outputs(
+    spikes: FloatArray,
+    grad_weights: list[FloatArray],
+    grad_biases: list[FloatArray],
+    reference: ReferenceResult,
+) -> Equivalence:
+    """Compare an adapter's spikes (T, B, n) and gradients with the reference's."""
+    ref = reference.output_spikes
+    if spikes.shape != ref.shape:
+        raise ValueError(f"spikes have shape {spikes.shape}, expected {ref.shape} (T, B, n)")
+    if not np.all(np.isfinite(spikes)):
+        raise ValueError("spikes contain NaN or inf")
+    equal = spikes == ref
+    per_step = equal.reshape(equal.shape[0], -1).all(axis=1)
+    first_diff = None if per_step.all() else int(np.argmin(per_step))
+    gw = np.concatenate([g.ravel() for g in grad_weights])
+    rw = np.concatenate([g.ravel() for g in reference.grad_weights])
+    gb = np.concatenate([g.ravel() for g in grad_biases])
+    rb = np.concatenate([g.ravel() for g in reference.grad_biases])
+    if gw.shape != rw.shape or gb.shape != rb.shape:
+        raise ValueError("gradient shapes differ from the reference's")
+    if not (np.all(np.isfinite(gw)) and np.all(np.isfinite(gb))):
+        raise ValueError("gradients contain NaN or inf")
+    scale = float(np.abs(rw).max()) or 1.0
+    return Equivalence(
+        spike_match=float(equal.mean()),
+        first_diff_step=first_diff,
+        grad_cosine=_cosine(gw, rw),
+        grad_max_rel_err=float(np.abs(gw.astype(np.float64) - rw).max() / scale),
+        bias_grad_cosine=_cosine(gb, rb),
+        spike_rate=float(spikes.mean()),
+        reference_spike_rate=float(ref.mean()),
+    )
+
+
+def verification_spec(spec: NetworkSpec, time_steps: int = VERIFY_TIME_STEPS) -> NetworkSpec:
+    """The case's spec with T shortened for the pre-timing check."""
+    return spec.replace(time_steps=min(spec.time_steps, time_steps))
+
+
+def check_adapter(
+    adapter: Adapter, variant: str, spec: NetworkSpec, device: str
+) -> tuple[Equivalence, dict[str, FloatArray]]:
+    """Run ``adapter`` once on ``spec`` and compare with the reference.
+
+    Returns the equivalence and the arrays of a dump (time-major, reference layouts).
+    """
+    data = make_case_data(spec)
+    model = adapter.build(spec, data, device, variant)
+    try:
+        model.zero_grad()
+        handle = model.forward()
+        model.backward(handle)
+        model.synchronize()
+        spikes = np.asarray(model.spikes(handle), dtype=np.float32)
+        grad_w, grad_b = model.gradients()
+    finally:
+        model.close()
+    reference = reference_for(data)
+    equivalence = compare_outputs(spikes, grad_w, grad_b, reference)
+    arrays: dict[str, FloatArray] = {
+        "input": data.inputs,
+        "weight": data.weights[0],
+        "bias": data.biases[0],
+        "spikes": spikes,
+        "grad_weight": np.asarray(grad_w[0], dtype=np.float32),
+        "grad_bias": np.asarray(grad_b[0], dtype=np.float32),
+    }
+    return equivalence, arrays
