@@ -1,0 +1,64 @@
+# snnbench: `make bench` and `make test` do all set-up on a fresh machine.
+#
+# torch is installed first and pinned (TORCH_VERSION) through a constraints file, so that no
+# later install can swap it for a multi-GB CUDA build. On a GPU box, set TORCH_VERSION and
+# TORCH_INDEX (e.g. https://download.pytorch.org/whl/cu128) or use the Docker image.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?=
+CONFIG ?= default
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.snnbench-installed
+CONSTRAINTS := $(VENV)/constraints.txt
+# Every library that installs on a CPU machine with Python 3.11 (sinabs-exodus needs CUDA+nvcc).
+EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,jax,haiku,spyx,rockpool,dev
+
+.PHONY: help setup bench test lint typecheck check regress clean
+
+help:
+	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
+	@echo "make test      set up .venv, then run the test suite"
+	@echo "make check     ruff + mypy"
+	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
+	@echo "make docker-build | docker-bench CONFIG=... | docker-shell   (see docker/README.md)"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip setuptools wheel
+	$(PIP) install --quiet "torch==$(TORCH_VERSION)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	echo "torch==$(TORCH_VERSION)" > $(CONSTRAINTS)
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
+	# lava-dl's wheels declare python<3.11 although they work on 3.11: install without its
+	# metadata checks; its import-time workarounds live in the lava-dl adapter's worker only.
+	$(PIP) install --quiet -c $(CONSTRAINTS) --no-deps --ignore-requires-python "lava-dl==0.6.0"
+	$(PY) -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch changed to ' + v)"
+	touch $(STAMP)
+
+bench: setup
+	$(VENV)/bin/snnbench run --config $(CONFIG)
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check snnbench adapters tests
+
+typecheck: setup
+	$(VENV)/bin/mypy snnbench
+
+check: lint typecheck
+
+regress: setup
+	rm -rf results/ci-smoke
+	$(VENV)/bin/snnbench run --config configs/ci-smoke.toml --out results/ci-smoke
+	$(VENV)/bin/snnbench compare results/baselines/cpu-smoke results/ci-smoke --format md
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+
+-include docker/docker.mk

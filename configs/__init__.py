@@ -1,0 +1,1 @@
+"""The shipped sweep configurations, importable as ``snnbench.configs`` (TOML package data)."""

@@ -1,0 +1,443 @@
+"""The ``snnbench`` command line: parse, call the library, map outcomes to exit codes.
+
+Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout,
+mismatch) or a regression was found; 2 usage or input errors (one line on stderr, nothing
+already written is touched).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from snnbench import __version__
+from snnbench.config import ConfigError, RunConfig, load_config
+from snnbench.registry import discover
+from snnbench.spec import SpecError
+
+app = typer.Typer(
+    name="snnbench",
+    help="Honest, reproducible benchmarks of spiking neural network training libraries.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+BUILTIN_CONFIGS = ("default", "opennm-2024", "scaling", "ci-smoke")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line on stderr and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def config_path(name_or_path: str) -> Path:
+    """A config file path; bare names of the shipped configs resolve to the packaged files."""
+    path = Path(name_or_path)
+    if path.exists() or path.suffix:
+        return path
+    from importlib.resources import files
+
+    if name_or_path in BUILTIN_CONFIGS:
+        return Path(str(files("snnbench.configs").joinpath(f"{name_or_path}.toml")))
+    return path
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        console.print(f"snnbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                           help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Honest, reproducible benchmarks of spiking neural network training libraries."""
+
+
+# -- list ---------------------------------------------------------------------------------
+def _probe(name: str, timeout_s: float) -> dict[str, Any]:
+    from snnbench.probe import MARKER
+
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "snnbench.probe", name],
+            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return {"name": name, "available": False, "reason": f"import hung > {timeout_s:g} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            result: dict[str, Any] = json.loads(line[len(MARKER):])
+            return result
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"name": name, "available": False,
+            "reason": f"probe crashed (exit {proc.returncode}): {tail}"}
+
+
+@app.command("list")
+def list_adapters(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per library import.")] = 180.0,
+) -> None:
+    """List adapters: variants, library version, or why each is unavailable.
+
+    Each library is imported in its own short-lived process, never in this one.
+    """
+    entries = discover()
+    broken = {n: e.error for n, e in entries.items() if e.adapter_class is None}
+    names = [n for n in entries if n not in broken]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        probed = dict(zip(names, pool.map(lambda n: _probe(n, timeout), names), strict=True))
+    results: list[dict[str, Any]] = []
+    for name in entries:
+        if name in broken:
+            results.append({"name": name, "available": False, "reason": broken[name],
+                            "variants": [], "library": "", "version": None})
+        else:
+            results.append(probed[name])
+    if as_json:
+        console.print_json(json.dumps(results))
+        return
+    table = Table(title=f"snnbench {__version__}: adapters")
+    for col in ("adapter", "variants", "library", "version", "status"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        status = ("[green]available[/]" if r.get("available")
+                  else f"[red]unavailable[/]: {escape(str(r.get('reason', '')))}")
+        variants = ", ".join(str(v) for v in r.get("variants") or [])
+        table.add_row(str(r["name"]), variants, str(r.get("library") or ""),
+                      str(r.get("version") or ""), status)
+    console.print(table)
+
+
+# -- run ----------------------------------------------------------------------------------
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in _split(text)]
+    except ValueError:
+        fail(f"{what} must be comma-separated integers, got {text!r}")
+    if not values:
+        fail(f"{what} is empty")
+    return values
+
+
+def build_config(
+    config: str | None,
+    run_overrides: dict[str, Any],
+    network_overrides: dict[str, list[Any]],
+) -> RunConfig:
+    """Load ``config`` (default: the packaged default sweep) and apply overrides."""
+    base = load_config(config_path(config or "default"))
+    return base.with_overrides(run_overrides, network_overrides)
+
+
+@app.command()
+def run(
+    config: Annotated[str | None, typer.Option(
+        "--config", "-c", help="TOML sweep file, or a shipped one by name: "
+        + ", ".join(BUILTIN_CONFIGS) + " (default: default).")] = None,
+    adapters: Annotated[str | None, typer.Option(
+        help="Comma list of adapters (name or name:variant), or 'all'.")] = None,
+    neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Time steps T.")] = None,
+    layers: Annotated[int | None, typer.Option(help="Linear+LIF layers.")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="float32, bfloat16 or float16 (comma list allowed).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or auto.")] = None,
+    reset: Annotated[str | None, typer.Option(help="subtract, zero or both.")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Minimum timed samples per phase.")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Minimum warm-up steps.")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds per case before it is killed.")] = None,
+    threads: Annotated[int | None, typer.Option(help="CPU threads per worker (0 = all).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="The run folder itself (default results/<run_id>).")] = None,
+    resume: Annotated[bool, typer.Option(
+        help="Finish the run in --out: run only the cases it lacks.")] = False,
+    allow_mismatch: Annotated[bool, typer.Option(
+        help="Time adapters even when their spikes disagree with the reference.")] = False,
+) -> None:
+    """Run a benchmark sweep: one isolated worker process per adapter × case."""
+    from snnbench.runner import SelectionError, Task, start_run
+    from snnbench.storage import StorageError
+
+    run_overrides: dict[str, Any] = {}
+    network_overrides: dict[str, list[Any]] = {}
+    if adapters is not None:
+        run_overrides["adapters"] = tuple(_split(adapters))
+    for key, value in (("device", device), ("repeats", repeats), ("warmup", warmup),
+                       ("timeout_s", timeout), ("threads", threads)):
+        if value is not None:
+            run_overrides[key] = value
+    if allow_mismatch:
+        run_overrides["allow_mismatch"] = True
+    if neurons is not None:
+        network_overrides["neurons"] = list(_ints(neurons, "--neurons"))
+    for key, ivalue in (("batch_size", batch_size), ("time_steps", steps), ("layers", layers)):
+        if ivalue is not None:
+            network_overrides[key] = [ivalue]
+    if dtype is not None:
+        network_overrides["dtype"] = _split(dtype)
+    if reset is not None:
+        network_overrides["reset"] = ["subtract", "zero"] if reset == "both" else _split(reset)
+    if resume and (config or run_overrides or network_overrides):
+        fail("--resume finishes a run with its recorded settings: give only --out")
+    try:
+        cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
+    except (ConfigError, SpecError) as exc:
+        fail(str(exc))
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=err_console, transient=False) as progress:
+        bar = progress.add_task("starting", total=None)
+
+        def on_progress(event: str, index: int, total: int, task: Task,
+                        record: dict[str, Any] | None) -> None:
+            label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
+            if event == "start":
+                progress.update(bar, total=total, description=label)
+            else:
+                assert record is not None
+                progress.advance(bar)
+                status = record["status"]
+                color = {"ok": "green", "skipped": "yellow",
+                         "unavailable": "yellow"}.get(status, "red")
+                progress.console.print(
+                    f"  {task.adapter}:{task.variant} {task.spec.label}: [{color}]{status}[/]"
+                    + ("" if status == "ok"
+                       else f" — {escape(str(record.get('message', ''))[:160])}"),
+                    highlight=False,
+                )
+
+        try:
+            outcome = start_run(cfg, out, Path("results"), resume, on_progress)
+        except (ConfigError, SpecError, SelectionError, StorageError) as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            where = f" --out {out}" if out else ""
+            err_console.print(
+                f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'"
+            )
+            raise typer.Exit(130) from None
+    _print_run(outcome.run_dir, "text")
+    console.print(f"results: {outcome.run_dir}")
+    if outcome.skipped_existing:
+        console.print(f"({outcome.skipped_existing} cases were already done and kept)")
+    raise typer.Exit(1 if outcome.failed else 0)
+
+
+def _print_run(run_dir: Path, fmt: str) -> None:
+    from snnbench.storage import read_summary
+    from snnbench.tables import (
+        HEADERS,
+        NOISE_HINT,
+        NOISY_NOTE,
+        SHORT_HEADERS,
+        TEXT_COLUMNS,
+        case_rows,
+        markdown_table,
+    )
+
+    summary = read_summary(run_dir)
+    rows = case_rows(summary)
+    if fmt == "md":
+        print(markdown_table(HEADERS, rows))
+        return
+    # columns whose value is the same on every row move into the title
+    shown = [i for i in TEXT_COLUMNS if len({row[i] for row in rows}) > 1 or i in (0, 2, 8)]
+    constant = [f"{HEADERS[i]}={rows[0][i]}" for i in TEXT_COLUMNS
+                if i not in shown and rows and rows[0][i]]
+    title = f"run {run_dir.name}: " + " ".join(constant) + " (times: median ms ±IQR/median)"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for index in shown:
+        table.add_column(SHORT_HEADERS.get(HEADERS[index], HEADERS[index]), no_wrap=True)
+    table.add_column("#", no_wrap=True)
+    notes: list[str] = []
+    for row in rows:
+        status = row[8]
+        benign = status in ("skipped", "unavailable")
+        style = "" if status == "ok" else ("yellow" if benign else "red")
+        mark = ""
+        if row[-1]:
+            if row[-1] not in notes:
+                notes.append(row[-1])
+            mark = str(notes.index(row[-1]) + 1)
+        table.add_row(*(row[i] for i in shown), mark, style=style)
+    console.print(table)
+    for number, note in enumerate(notes, start=1):
+        console.print(f"  {number}. {escape(note)}", highlight=False)
+    if any(NOISY_NOTE in n for n in notes):
+        console.print(f"  {NOISE_HINT}", highlight=False)
+
+
+# -- show / env ---------------------------------------------------------------------------
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<run_id>).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="text or md.")] = "text",
+) -> None:
+    """Print a run as a table (medians, IQR as ±%, peak memory, status and reasons)."""
+    from snnbench.storage import StorageError
+
+    if format not in ("text", "md"):
+        fail(f"--format must be text or md, got {format!r}")
+    try:
+        _print_run(run_dir, format)
+    except StorageError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def env(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show the environment a run here would record (machine, GPU, versions)."""
+    from snnbench.environment import collect_environment
+
+    data = collect_environment()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    table = Table(title="environment", show_header=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    for key, value in data.items():
+        if key == "packages":
+            for pkg, ver in value.items():
+                table.add_row(f"package {pkg}", ver or "not installed")
+        elif key == "gpus":
+            if not value:
+                table.add_row("gpu", "absent (no NVIDIA driver/GPU seen by NVML)")
+            for gpu in value:
+                table.add_row(f"gpu {gpu['index']}",
+                              f"{gpu['name']}, driver {gpu['driver']}, CUDA {gpu['cuda']}, "
+                              f"{gpu['memory_bytes'] / 2**30:.1f} GiB")
+        else:
+            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    console.print(table)
+
+
+# -- verify -------------------------------------------------------------------------------
+@app.command()
+def verify(
+    adapters: Annotated[str, typer.Option(help="Comma list of adapters, or 'all'.")] = "all",
+    reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
+    neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
+    steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
+    batch_size: Annotated[int, typer.Option(help="Batch size B.")] = 4,
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    dump: Annotated[Path | None, typer.Option(
+        help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
+    )] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
+) -> None:
+    """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch)."""
+    from snnbench.verify_cmd import VerifyRequest, run_verification
+
+    resets = ["subtract", "zero"] if reset == "both" else _split(reset)
+    try:
+        request = VerifyRequest(
+            adapters=tuple(_split(adapters)), resets=tuple(resets),
+            neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
+            batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+            timeout_s=timeout,
+        )
+        rows = run_verification(request, console=err_console)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
+
+    table = Table(title="equivalence with the reference")
+    for header in VERIFY_HEADERS:
+        table.add_column(header, overflow="fold")
+    for row in verify_rows(rows):
+        table.add_row(*row, style="red" if row[5] == "mismatch" else "")
+    console.print(table)
+    raise typer.Exit(exit_code(rows))
+
+
+# -- report / compare ---------------------------------------------------------------------
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    out: Annotated[Path | None, typer.Option(
+        help="Output folder (default RUN_DIR/report).")] = None,
+) -> None:
+    """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
+    from snnbench.report import write_report
+    from snnbench.rundir import RunDirError
+
+    try:
+        paths = write_report(run_dir, out or run_dir / "report")
+    except RunDirError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write the report: {exc}")
+    for path in paths:
+        console.print(str(path))
+
+
+@app.command()
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="Baseline run folder.")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate run folder.")],
+    factor: Annotated[float, typer.Option(
+        help="Median time ratio that counts as a change.")] = 1.10,
+    mem_threshold: Annotated[float, typer.Option(
+        help="Relative peak-memory growth that counts.")] = 0.05,
+    format: Annotated[str, typer.Option("--format", "-f", help="text, md or json.")] = "text",
+) -> None:
+    """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable."""
+    from snnbench.compare import compare_runs, render
+    from snnbench.rundir import RunDirError
+
+    if format not in ("text", "md", "json"):
+        fail(f"--format must be text, md or json, got {format!r}")
+    if factor <= 1.0:
+        fail(f"--factor must be > 1, got {factor}")
+    if mem_threshold < 0:
+        fail(f"--mem-threshold must be ≥ 0, got {mem_threshold}")
+    try:
+        result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold)
+    except RunDirError as exc:
+        fail(str(exc))
+    render(result, format, console)
+    raise typer.Exit(result.exit_code)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

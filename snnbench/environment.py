@@ -1,0 +1,159 @@
+"""The environment manifest: machine, GPU, versions and git state recorded with every run.
+
+Everything here must work on a machine with no GPU and none of the benchmarked libraries: a
+missing piece reads as absent (empty list, None), never as a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import snnbench
+
+#: distributions whose versions every manifest records (None when not installed)
+TRACKED_PACKAGES: tuple[str, ...] = (
+    "torch",
+    "triton",
+    "numpy",
+    "snntorch",
+    "norse",
+    "spikingjelly",
+    "sinabs",
+    "sinabs-exodus",
+    "lava-dl",
+    "rockpool",
+    "jax",
+    "jaxlib",
+    "dm-haiku",
+    "spyx",
+    "flax",
+    "nvidia-ml-py",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+)
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution, without importing it."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, falling back to platform.processor()."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def nvidia_gpus() -> list[dict[str, Any]]:
+    """NVIDIA GPUs seen by NVML; an empty list when there is no driver or no GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA GPU here
+        return []
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        try:
+            cuda_raw = int(pynvml.nvmlSystemGetCudaDriverVersion())
+            cuda = f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}"
+        except Exception:
+            cuda = None
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpus.append(
+                {
+                    "index": index,
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "driver": driver,
+                    "cuda": cuda,
+                    "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                }
+            )
+        return gpus
+    except Exception:
+        return []
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def git_state(repo: Path | None = None) -> dict[str, Any]:
+    """Commit and dirty flag of the snnbench checkout, or nulls outside a git checkout."""
+    root = repo or Path(snnbench.__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+        return {"git_commit": commit, "git_dirty": bool(dirty)}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+
+
+def container_image() -> dict[str, str | None] | None:
+    """The Docker image a containerised run used (set by docker/docker.mk), else None."""
+    tag = os.environ.get("SNNBENCH_IMAGE_TAG")
+    digest = os.environ.get("SNNBENCH_IMAGE_DIGEST")
+    if not tag and not digest:
+        return None
+    return {"tag": tag, "digest": digest}
+
+
+def collect_environment() -> dict[str, Any]:
+    """Everything about this machine and its software that a result depends on."""
+    memory = psutil.virtual_memory()
+    return {
+        "snnbench": {"version": snnbench.__version__, **git_state()},
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "os": platform.platform(),
+        "hostname_hash": _hostname_hash(),
+        "cpu": {
+            "model": cpu_model(),
+            "cores_logical": psutil.cpu_count(logical=True),
+            "cores_physical": psutil.cpu_count(logical=False),
+            "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        },
+        "ram_bytes": int(memory.total),
+        "gpus": nvidia_gpus(),
+        "packages": package_versions(),
+        "image": container_image(),
+    }
+
+
+def _hostname_hash() -> str:
+    """A short hash of the host name: tells machines apart without publishing the name."""
+    import hashlib
+
+    return hashlib.sha1(platform.node().encode()).hexdigest()[:10]

@@ -1,0 +1,49 @@
+"""``python -m snnbench.probe NAME``: import one adapter's library in a throw-away process.
+
+``snnbench list`` runs one probe per adapter, so a library that crashes, hangs or needs an
+import-time workaround (lava-dl's stubs, rockpool's samna) never touches the harness process.
+The answer is one JSON line prefixed with :data:`MARKER` on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from snnbench.adapter import AdapterUnavailable
+from snnbench.registry import get_entry
+
+MARKER = "SNNBENCH-PROBE "
+
+
+def probe(name: str) -> dict[str, Any]:
+    """Version or unavailability reason of adapter ``name``, with its capabilities."""
+    result: dict[str, Any] = {"name": name, "available": False, "version": None, "reason": ""}
+    try:
+        adapter = get_entry(name).create()
+        result["variants"] = list(adapter.variants)
+        result["library"] = adapter.library
+        result["framework"] = adapter.framework
+        result["description"] = adapter.description
+        result["capabilities"] = {
+            v: asdict(adapter.capabilities(v)) for v in adapter.variants
+        }
+        result["version"] = adapter.version()
+        result["available"] = True
+    except AdapterUnavailable as exc:
+        result["reason"] = str(exc)
+    except Exception as exc:  # a probe reports every failure as a reason
+        result["reason"] = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def main() -> int:
+    """Print the probe result of ``sys.argv[1]``."""
+    print(MARKER + json.dumps(probe(sys.argv[1])), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

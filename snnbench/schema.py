@@ -1,0 +1,116 @@
+"""The on-disk format of a run folder: file names, table columns, statuses and units.
+
+Consumers (``report``, ``compare``, CI scripts) depend on these names; bump
+:data:`SCHEMA_VERSION` whenever a column changes meaning or disappears.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+SCHEMA_VERSION: Final = 1
+
+MANIFEST_FILE: Final = "manifest.json"
+SUMMARY_PARQUET: Final = "summary.parquet"
+SUMMARY_CSV: Final = "summary.csv"
+SAMPLES_PARQUET: Final = "samples.parquet"
+#: one JSON record per finished (adapter, variant, case): the source the tables are built from
+CASES_DIR: Final = "cases"
+LOCK_FILE: Final = ".lock"
+
+Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout"]
+STATUSES: Final[tuple[str, ...]] = get_args(Status)
+#: statuses that do not fail a run (exit code 0)
+BENIGN_STATUSES: Final = frozenset({"ok", "unavailable", "skipped"})
+#: statuses that mean the case broke (exit code 1)
+FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout"})
+
+Phase = Literal["forward", "backward", "step", "setup", "case"]
+#: timed phases, in the order they are measured
+TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
+
+#: metric name → unit; units are also carried in each row's ``unit`` column
+METRIC_UNITS: Final[dict[str, str]] = {
+    "time_s": "s",
+    "peak_mem_bytes": "bytes",
+    "peak_rss_bytes": "bytes",
+    "build_s": "s",
+    "first_call_s": "s",
+    "energy_j": "J",
+    "power_w": "W",
+    "firing_rate": "spikes/neuron/step",
+    "synops_per_step": "ops/step",
+}
+
+#: identity of a case row; together with phase and metric it is the summary's key
+CASE_KEY: Final[tuple[str, ...]] = (
+    "adapter",
+    "variant",
+    "device",
+    "dtype",
+    "neurons",
+    "batch_size",
+    "time_steps",
+    "layers",
+    "reset",
+)
+
+#: summary.parquet / summary.csv columns, in this order (the first block is a public contract)
+SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id",
+    "adapter",
+    "variant",
+    "library",
+    "library_version",
+    "device",
+    "dtype",
+    "neurons",
+    "batch_size",
+    "time_steps",
+    "layers",
+    "reset",
+    "phase",
+    "metric",
+    "unit",
+    "median",
+    "q1",
+    "q3",
+    "iqr",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "n_samples",
+    "ci99_low",
+    "ci99_high",
+    "status",
+    "message",
+    "spike_match",
+    "grad_cosine",
+    # additions after the contract block
+    "case_id",
+    "outliers",
+    "warning",
+    "floor_ratio",
+    "allow_mismatch",
+)
+
+#: samples.parquet columns: one row per raw timed sample
+SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id",
+    "adapter",
+    "variant",
+    "case_id",
+    "device",
+    "dtype",
+    "neurons",
+    "batch_size",
+    "time_steps",
+    "layers",
+    "reset",
+    "phase",
+    "metric",
+    "unit",
+    "sample_index",
+    "value",
+)

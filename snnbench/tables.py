@@ -1,0 +1,96 @@
+"""Turn a summary table into the rows people read: one line per adapter × case.
+
+Used by ``snnbench run`` (its closing table) and ``snnbench show``; the same rows render as a
+rich terminal table or as Markdown.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from snnbench.schema import TIMED_PHASES
+
+NOISY_NOTE = "noisy (IQR > 10% of the median)"
+NOISE_HINT = (
+    "noisy rows: close other programs, pin clocks, or raise --repeats/--warmup; "
+    "the warning column of summary.csv says which phase"
+)
+#: short terminal headers for HEADERS entries
+SHORT_HEADERS: dict[str, str] = {
+    "forward ms": "fwd ms", "backward ms": "bwd ms", "step peak MiB": "peak MiB",
+    "spike match": "spikes", "variant": "var",
+}
+#: columns shown in the terminal (the note goes under the table)
+TEXT_COLUMNS: tuple[int, ...] = (0, 1, 4, 5, 6, 3, 7, 8, 9, 10, 11, 12, 13, 14)
+
+HEADERS: tuple[str, ...] = (
+    "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "status",
+    "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",
+    "grad cos", "note",
+)
+
+
+def _ms(median: float, iqr: float) -> str:
+    if median is None or math.isnan(median):
+        return ""
+    text = f"{median * 1e3:.3g}"
+    if iqr is not None and not math.isnan(iqr) and median > 0:
+        text += f"±{iqr / median:.0%}"
+    return text
+
+
+def _num(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return format(value, fmt)
+
+
+def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
+    """One display row per (adapter, variant, device, case), in the table's order.
+
+    Times are medians in milliseconds with IQR/median as ±%; the note column carries the
+    message of a non-ok case or the noise warning of an ok one.
+    """
+    keys = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
+            "reset", "case_id"]
+    rows: list[tuple[str, ...]] = []
+    if summary.empty:
+        return rows
+    for key, group in summary.groupby(keys, sort=False, dropna=False):
+        adapter, variant, device, dtype, n, b, t, reset, _ = key
+        first = group.iloc[0]
+        cells: dict[str, str] = {}
+        times = group[group["metric"] == "time_s"]
+        by_phase = {str(r["phase"]): r for _, r in times.iterrows()}
+        for phase in TIMED_PHASES:
+            row = by_phase.get(phase)
+            cells[phase] = "" if row is None else _ms(float(row["median"]), float(row["iqr"]))
+        mem = group[(group["metric"] == "peak_mem_bytes") & (group["phase"] == "step")]
+        mem_text = _num(float(mem["median"].iloc[0]) / 2**20, ".1f") if not mem.empty else ""
+        floor = ""
+        if "step" in by_phase:
+            floor = _num(float(by_phase["step"]["floor_ratio"]), ".2f")
+        noisy = any(bool(w) for w in group["warning"])
+        note = str(first["message"])
+        if first["status"] == "ok" and noisy:
+            note = f"{note} {NOISY_NOTE}".strip()
+        rows.append((
+            str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
+            str(reset), str(first["status"]), cells["forward"], cells["backward"],
+            cells["step"], mem_text, floor, _num(float(first["spike_match"]), ".4f"),
+            _num(float(first["grad_cosine"]), ".6f"), note,
+        ))
+    return rows
+
+
+def markdown_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""``snnbench verify``: every adapter against the reference, each check in its own process.
+
+For each adapter × variant × reset × n the worker builds the network on the same weights and
+input as the NumPy reference and compares spikes and gradients. ``--dump`` writes the arrays
+(time-major, reference layouts) so anyone can re-check an adapter independently.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from snnbench.config import RunConfig, RunSettings
+from snnbench.registry import discover
+from snnbench.runner import Task, plan_tasks, run_task
+from snnbench.spec import NetworkSpec
+
+VERIFY_HEADERS: tuple[str, ...] = (
+    "adapter", "variant", "reset", "n", "declared", "status", "spike match", "first diff step",
+    "grad cos W", "grad max rel err", "grad cos b", "note",
+)
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """What to check: adapters, reset modes, sizes, dtype, device and an optional dump folder."""
+
+    adapters: tuple[str, ...] = ("all",)
+    resets: tuple[str, ...] = ("subtract", "zero")
+    neurons: tuple[int, ...] = (64, 256)
+    time_steps: int = 50
+    batch_size: int = 4
+    dtype: str = "float32"
+    device: str = "cpu"
+    dump_dir: Path | None = None
+    timeout_s: float = 600.0
+
+
+def run_verification(
+    request: VerifyRequest, console: Console | None = None
+) -> list[dict[str, Any]]:
+    """Run every check; returns one record per check (status ok, mismatch, skipped...)."""
+    for reset in request.resets:
+        if reset not in ("subtract", "zero"):
+            raise ValueError(f"reset must be subtract, zero or both, got {reset!r}")
+    if request.device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be cpu or cuda, got {request.device!r}")
+    entries = discover()
+    config = RunConfig(
+        run=RunSettings(adapters=request.adapters, device=request.device,
+                        timeout_s=request.timeout_s),
+        network={"time_steps": request.time_steps, "batch_size": request.batch_size,
+                 "dtype": request.dtype},
+        sweeps=({"reset": request.resets, "neurons": request.neurons},),
+    )
+    try:
+        tasks = plan_tasks(config, entries, request.device)
+    except ValueError:
+        raise
+    if request.dump_dir is not None:
+        request.dump_dir.mkdir(parents=True, exist_ok=True)
+    largest = max(request.neurons)
+    records: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as logs:
+        for index, task in enumerate(tasks, start=1):
+            if console is not None:
+                console.print(f"  [{index}/{len(tasks)}] {task.adapter}:{task.variant} "
+                              f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
+            records.append(_check(task, config, entries, request, largest, Path(logs)))
+    return records
+
+
+def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
+           largest: int, logs: Path) -> dict[str, Any]:
+    entry = entries[task.adapter]
+    try:
+        adapter = entry.create()
+    except Exception as exc:
+        return {"adapter": task.adapter, "variant": task.variant, "spec": task.spec.to_dict(),
+                "status": "unavailable", "message": str(exc)}
+    extra: dict[str, Any] = {"mode": "verify"}
+    if request.dump_dir is not None and task.spec.neurons == largest:
+        name = f"{task.adapter}-{task.variant}-{task.spec.reset}.npz"
+        extra["dump_path"] = str((request.dump_dir / name).resolve())
+    reason = adapter.reason_skipped(task.spec, task.device, task.variant)
+    if reason:
+        return {"adapter": task.adapter, "variant": task.variant, "spec": task.spec.to_dict(),
+                "status": "skipped", "message": reason}
+    return run_task(task, config, logs, adapter, extra_job=extra)
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return format(value, fmt)
+
+
+def verify_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """Display rows for :data:`VERIFY_HEADERS`."""
+    rows: list[tuple[str, ...]] = []
+    for r in records:
+        spec = NetworkSpec.from_dict(r["spec"])
+        eq = r.get("equivalence") or {}
+        declared = ""
+        if "exact_dynamics" in r:
+            declared = ("exact" if r["exact_dynamics"] else "approx") + " spikes, " + (
+                "exact" if r.get("exact_gradient") else "approx") + " grad"
+        rows.append((
+            r["adapter"], r["variant"], spec.reset, str(spec.neurons), declared, r["status"],
+            _fmt(eq.get("spike_match"), ".4%"),
+            "" if not eq else ("none" if eq.get("first_diff_step") is None
+                               else str(eq["first_diff_step"])),
+            _fmt(eq.get("grad_cosine"), ".7f"), _fmt(eq.get("grad_max_rel_err"), ".2e"),
+            _fmt(eq.get("bias_grad_cosine"), ".7f"), str(r.get("message", ""))[:200],
+        ))
+    return rows
+
+
+def exit_code(records: list[dict[str, Any]]) -> int:
+    """1 when an adapter declaring exact behaviour disagreed or a check broke, else 0."""
+    bad = {"mismatch", "error", "oom", "timeout"}
+    return 1 if any(r["status"] in bad for r in records) else 0

@@ -1,0 +1,313 @@
+"""Inside one worker process: build one adapter's network, verify it, measure it, report.
+
+Run as ``python -m snnbench.worker JOB.json``. The job names the adapter, variant, spec,
+device and settings, and where to write the result JSON. Anything that goes wrong in Python
+becomes a status in the result (``unavailable``, ``skipped``, ``mismatch``, ``error``, ``oom``);
+what kills the process (a segfault, an abort, a hang) is classified by the parent runner from
+the missing result file and the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
+from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
+from snnbench.registry import get_entry
+from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.timing import MeasureSettings, sample_phase, warm_up
+from snnbench.verify import check_adapter, reference_for, verification_spec
+
+
+def now_utc() -> str:
+    """ISO-8601 UTC timestamp."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for out-of-memory errors of any framework (host MemoryError, CUDA OOM, XLA)."""
+    if isinstance(exc, MemoryError):
+        return True
+    text = f"{type(exc).__name__}: {exc}"
+    return any(
+        marker in text
+        for marker in ("OutOfMemoryError", "out of memory", "RESOURCE_EXHAUSTED", "Out of memory")
+    )
+
+
+def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) -> dict[str, Any]:
+    """The same precision, thread and seed settings for every adapter of a framework."""
+    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision}
+    tf32 = spec.matmul_precision == "tf32"
+    if framework == "torch" or "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.manual_seed(spec.seed)
+        applied["torch_threads"] = torch.get_num_threads()
+        applied["torch_tf32"] = tf32
+    if framework == "jax":
+        import jax
+
+        jax.config.update(  # type: ignore[no-untyped-call]
+            "jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest"
+        )
+        applied["jax_matmul_precision"] = "tensorfloat32" if tf32 else "highest"
+        applied["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    return applied
+
+
+def device_available(framework: str, device: str) -> str | None:
+    """Why ``device`` cannot be used by ``framework`` here, or None."""
+    if device == "cpu":
+        return None
+    if framework == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            return "no CUDA device visible to torch (CPU-only build or no GPU)"
+    elif framework == "jax":
+        import jax
+
+        if not any(d.platform == "gpu" for d in jax.devices()):
+            return "no GPU visible to JAX (CPU-only jaxlib or no GPU)"
+    return None
+
+
+def _check_output(model: Model, spec: NetworkSpec, handle: Any) -> None:
+    spikes = model.spikes(handle)
+    expected = spec.input_shape()
+    if tuple(spikes.shape) != expected:
+        raise ValueError(f"adapter returned spikes of shape {tuple(spikes.shape)}, "
+                         f"expected {expected} (T, B, n)")
+    if not np.all(np.isfinite(spikes)):
+        raise ValueError("adapter returned NaN or inf spikes")
+
+
+def _case_metrics(spec: NetworkSpec) -> dict[str, list[float]]:
+    """Firing rate and synaptic operations per step, from the reference at the verify size."""
+    small = verification_spec(spec)
+    data = make_case_data(small)
+    result = reference_for(data)
+    metrics: dict[str, list[float]] = {
+        "firing_rate": [float(np.mean([s.mean() for s in result.spikes]))]
+    }
+    try:
+        from snnbench.synops import synops_per_step  # type: ignore[attr-defined,unused-ignore]
+
+        metrics["synops_per_step"] = [
+            float(synops_per_step(data.inputs, list(result.spikes), small))  # type: ignore[arg-type,unused-ignore]
+        ]
+    except (ImportError, TypeError):
+        pass
+    return metrics
+
+
+def measure(
+    adapter: Adapter, variant: str, spec: NetworkSpec, device: str, job: dict[str, Any],
+    record: dict[str, Any],
+) -> None:
+    """Build, warm up and time every phase; fills ``record['samples']``."""
+    settings = MeasureSettings(**job["measure"])
+    framework = adapter.framework
+    rss = RssProbe()
+    baseline_rss = current_rss_bytes()
+    record["baseline_rss_bytes"] = baseline_rss
+
+    start = time.perf_counter()
+    data = make_case_data(spec)
+    model = adapter.build(spec, data, device, variant)
+    model.synchronize()
+    build_s = time.perf_counter() - start
+    del data
+    probe: MemoryProbe = probe_for(framework, device)
+    samples: dict[str, dict[str, list[float]]] = {"setup": {"build_s": [build_s]}}
+    try:
+        start = time.perf_counter()
+        model.zero_grad()
+        handle = model.forward()
+        model.synchronize()
+        _check_output(model, spec, handle)
+        model.backward(handle)
+        model.synchronize()
+        del handle
+        samples["setup"]["first_call_s"] = [time.perf_counter() - start]
+        record["warmup_steps"] = warm_up(model, settings)
+        for phase in job["phases"]:
+            probe.reset()
+            rss.reset()
+            model.reset_peak_memory()
+            times = sample_phase(model, phase, settings)
+            metrics: dict[str, list[float]] = {"time_s": times}
+            peak = model.peak_memory_bytes()
+            if peak is None:
+                peak = probe.peak_bytes()
+                if probe.name == "rss" and peak is not None:
+                    metrics["peak_rss_bytes"] = [float(peak)]
+                    peak = max(0, peak - baseline_rss)
+            if peak is not None:
+                metrics["peak_mem_bytes"] = [float(peak)]
+            samples[phase] = metrics
+        if job.get("energy") and device == "cuda":
+            energy = _measure_energy(model, settings)
+            if energy:
+                samples["step"].update(energy)
+    finally:
+        model.close()
+    samples["case"] = _case_metrics(spec)
+    record["samples"] = samples
+
+
+def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[float]]:
+    try:
+        from snnbench.energy import measure_energy  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return {}
+
+    def step() -> None:
+        model.zero_grad()
+        model.step()
+
+    result = measure_energy(step, model.synchronize, max(1.0, settings.min_time_s))
+    if result is None:
+        return {}
+    return {
+        "energy_j": [float(result.joules_per_step)],
+        "power_w": [float(result.average_power_w)],
+    }
+
+
+def _verify_only(
+    adapter: Adapter, variant: str, spec: NetworkSpec, device: str, job: dict[str, Any],
+    record: dict[str, Any],
+) -> dict[str, Any]:
+    """``snnbench verify``: compare with the reference at the given spec, optionally dump."""
+    from snnbench.verify import GRAD_COSINE_MIN
+
+    capabilities = adapter.capabilities(variant)
+    record["exact_dynamics"] = capabilities.exact_dynamics
+    record["exact_gradient"] = capabilities.exact_gradient
+    record["approximation_note"] = capabilities.approximation_note
+    if not capabilities.verifiable:
+        record["status"] = "skipped"
+        record["message"] = "computes no LIF (pseudo-adapter): nothing to verify"
+        return record
+    equivalence, arrays = check_adapter(adapter, variant, spec, device)
+    record["equivalence"] = equivalence.to_dict()
+    record["spike_match"] = equivalence.spike_match
+    record["grad_cosine"] = equivalence.grad_cosine
+    problems = []
+    if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
+        problems.append(f"spikes match only {equivalence.spike_match:.4%}")
+    if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[spec.dtype]:
+        problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
+    record["status"] = "mismatch" if problems else "ok"
+    record["message"] = "; ".join(problems) or capabilities.approximation_note
+    dump = job.get("dump_path")
+    if dump:
+        payload: dict[str, Any] = {**arrays, "spec_json": np.array(spec.to_json())}
+        np.savez(dump, **payload)
+        record["dump_path"] = dump
+    return record
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Execute one job; always returns a result record (status + message, samples if ok)."""
+    spec = NetworkSpec.from_dict(job["spec"])
+    name, variant, device = job["adapter"], job["variant"], job["device"]
+    record: dict[str, Any] = {
+        "adapter": name,
+        "variant": variant,
+        "device": device,
+        "spec": spec.to_dict(),
+        "case_id": spec.case_id,
+        "status": "error",
+        "message": "",
+        "library": "",
+        "library_version": None,
+        "spike_match": None,
+        "grad_cosine": None,
+        "allow_mismatch": bool(job.get("allow_mismatch")),
+        "started_utc": now_utc(),
+        "order": job.get("order", 0),
+    }
+    phase = "loading the adapter"
+    try:
+        adapter = get_entry(name).create()
+        record["library"] = adapter.library
+        phase = "importing the library"
+        record["library_version"] = adapter.version()
+        adapter.check_variant(variant, device)
+        record["settings"] = apply_framework_settings(adapter.framework, spec, job["threads"])
+        reason = device_available(adapter.framework, device)
+        if reason:
+            raise AdapterUnavailable(reason)
+        reason = adapter.reason_skipped(spec, device, variant)
+        if reason:
+            raise CaseSkipped(reason)
+        capabilities = adapter.capabilities(variant)
+        if job.get("mode") == "verify":
+            return _verify_only(adapter, variant, spec, device, job, record)
+        if job.get("verify", True) and capabilities.verifiable:
+            phase = "verifying equivalence"
+            small = verification_spec(spec, job.get("verify_time_steps", 50))
+            equivalence, _ = check_adapter(adapter, variant, small, device)
+            record["equivalence"] = equivalence.to_dict()
+            record["spike_match"] = equivalence.spike_match
+            record["grad_cosine"] = equivalence.grad_cosine
+            if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
+                text = (
+                    f"spikes match the reference on {equivalence.spike_match:.4%} "
+                    f"(first differing step {equivalence.first_diff_step}); adapter declares "
+                    "exact dynamics"
+                )
+                if not job.get("allow_mismatch"):
+                    record["status"] = "mismatch"
+                    record["message"] = text + ": not timed (use --allow-mismatch to time it)"
+                    return record
+                record["message"] = text + "; timed anyway (--allow-mismatch)"
+        phase = "measuring"
+        measure(adapter, variant, spec, device, job, record)
+        record["status"] = "ok"
+    except AdapterUnavailable as exc:
+        record["status"] = "unavailable"
+        record["message"] = str(exc)
+    except CaseSkipped as exc:
+        record["status"] = "skipped"
+        record["message"] = str(exc)
+    except BaseException as exc:  # every failure of a case must become its row
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        record["status"] = "oom" if is_oom(exc) else "error"
+        record["message"] = f"while {phase}: {type(exc).__name__}: {exc}".strip()
+        record["traceback"] = traceback.format_exc(limit=20)
+    finally:
+        record["finished_utc"] = now_utc()
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the worker process."""
+    args = sys.argv[1:] if argv is None else argv
+    job = json.loads(Path(args[0]).read_text())
+    record = run_job(job)
+    from snnbench.storage import atomic_write_json
+
+    atomic_write_json(Path(job["result_path"]), record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Shared fixtures: the fake plugin distribution, and helpers to run the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Make the fake adapters discoverable here and in every worker process."""
+    monkeypatch.syspath_prepend(str(FAKE_PLUGIN_DIR))
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(FAKE_PLUGIN_DIR), old) if p))
+    importlib.invalidate_caches()
+    yield FAKE_PLUGIN_DIR
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m snnbench ARGS`` in a subprocess, capturing output."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("COLUMNS", "200")
+    return subprocess.run(
+        [sys.executable, "-m", "snnbench", *args],
+        capture_output=True, text=True, env=full_env, cwd=cwd or REPO, timeout=timeout,
+    )

@@ -1,0 +1,143 @@
+"""Fault-injecting adapters for the harness tests, registered through a real dist-info.
+
+They compute the canonical network with the NumPy reference (so they pass verification) and
+then misbehave in a chosen way while being measured.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.reference import run_reference
+
+
+class NumpyModel(Model):
+    def __init__(self, data: Any, fault: str = "", sleep_fwd: float = 0.0, sleep_bwd: float = 0.0):
+        self.result = run_reference(data)
+        self.fault = fault
+        self.sleep_fwd = sleep_fwd
+        self.sleep_bwd = sleep_bwd
+        self.grads: tuple[list[Any], list[Any]] | None = None
+
+    def forward(self) -> Any:
+        if self.sleep_fwd:
+            time.sleep(self.sleep_fwd)
+        if self.fault == "raises":
+            raise RuntimeError("injected failure in forward")
+        if self.fault == "abort":
+            os.abort()
+        if self.fault == "hang":
+            time.sleep(3600)
+        if self.fault == "memoryerror":
+            raise MemoryError("injected: cannot allocate")
+        spikes = self.result.output_spikes
+        if self.fault == "shape":
+            return spikes[:, :, :-1]
+        if self.fault == "nan":
+            return np.full_like(spikes, np.nan)
+        if self.fault == "wrong":
+            return np.roll(spikes, 1, axis=0)
+        return spikes
+
+    def backward(self, handle: Any) -> None:
+        if self.sleep_bwd:
+            time.sleep(self.sleep_bwd)
+        self.grads = (list(self.result.grad_weights), list(self.result.grad_biases))
+
+    def zero_grad(self) -> None:
+        self.grads = None
+
+    def synchronize(self) -> None:
+        pass
+
+    def spikes(self, handle: Any) -> Any:
+        return np.asarray(handle, dtype=np.float32)
+
+    def gradients(self) -> tuple[list[Any], list[Any]]:
+        assert self.grads is not None
+        return self.grads
+
+
+class _Base(Adapter):
+    library = "numpy"
+    module = "numpy"
+    framework = "numpy"
+    fault = ""
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(devices=("cpu",))
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        return NumpyModel(data, self.fault)
+
+
+class OkAdapter(_Base):
+    name = "fake-ok"
+
+
+class SleepAdapter(_Base):
+    """Known cost: forward sleeps 20 ms, backward 30 ms."""
+
+    name = "fake-sleep"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        return NumpyModel(data, sleep_fwd=0.02, sleep_bwd=0.03)
+
+
+class RaisesAdapter(_Base):
+    name = "fake-raises"
+    fault = "raises"
+
+
+class AbortAdapter(_Base):
+    name = "fake-abort"
+    fault = "abort"
+
+
+class HangAdapter(_Base):
+    name = "fake-hang"
+    fault = "hang"
+
+
+class MemoryErrorAdapter(_Base):
+    name = "fake-memoryerror"
+    fault = "memoryerror"
+
+
+class WrongShapeAdapter(_Base):
+    name = "fake-shape"
+    fault = "shape"
+
+
+class NaNAdapter(_Base):
+    name = "fake-nan"
+    fault = "nan"
+
+
+class WrongSpikesAdapter(_Base):
+    """Spikes one step late: must be caught as a mismatch before timing."""
+
+    name = "fake-wrong"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        return NumpyModel(data, "wrong")
+
+
+class MissingAdapter(_Base):
+    name = "fake-missing"
+    library = "definitely-not-installed-lib"
+
+    def version(self) -> str:
+        raise AdapterUnavailable("definitely-not-installed-lib is not installed")
+
+
+class SubtractOnlyAdapter(_Base):
+    name = "fake-subtract-only"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(devices=("cpu",), resets=("subtract",))
