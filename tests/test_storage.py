@@ -1,0 +1,71 @@
+"""Run-folder storage: atomic writes, damaged files, schema checks."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from snnbench.schema import SUMMARY_COLUMNS
+from snnbench.storage import RunDir, StorageError, atomic_write_json, read_summary, summary_frame
+
+
+def _record(adapter: str, status: str = "ok", **extra: object) -> dict[str, object]:
+    spec = {"neurons": 8, "batch_size": 2, "time_steps": 5, "layers": 1, "dtype": "float32",
+            "reset": "subtract"}
+    return {"adapter": adapter, "variant": "default", "device": "cpu", "spec": spec,
+            "case_id": "abc", "status": status, "message": "", **extra}
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
+    target = tmp_path / "x.json"
+    atomic_write_json(target, {"a": 1, "nan": math.nan})
+    assert json.loads(target.read_text()) == {"a": 1, "nan": None}
+    atomic_write_json(target, {"b": 2})
+    assert json.loads(target.read_text()) == {"b": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temporary left behind
+
+
+def test_summary_rows_and_floor_ratio() -> None:
+    records = [
+        _record("torch", samples={"step": {"time_s": [0.4, 0.5, 0.6]}}),
+        _record("floor", samples={"step": {"time_s": [0.1, 0.1, 0.1]}}),
+        _record("broken", status="error", message="boom"),
+    ]
+    frame = summary_frame(records, "run1")
+    assert tuple(frame.columns) == SUMMARY_COLUMNS
+    torch_row = frame[frame["adapter"] == "torch"].iloc[0]
+    assert torch_row["median"] == 0.5 and torch_row["floor_ratio"] == pytest.approx(5.0)
+    assert torch_row["unit"] == "s" and torch_row["n_samples"] == 3
+    broken = frame[frame["adapter"] == "broken"]
+    assert len(broken) == 1 and broken.iloc[0]["phase"] == "" and math.isnan(broken.iloc[0]["median"])
+
+
+def test_damaged_case_record_and_wrong_schema(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "run")
+    (run.cases_dir / "x.json").write_text("{torn")
+    with pytest.raises(StorageError, match="damaged"):
+        run.case_records()
+    run.write_manifest({"run_id": "r"})
+    data = json.loads(run.manifest_path.read_text())
+    data["schema_version"] = 999
+    run.manifest_path.write_text(json.dumps(data))
+    with pytest.raises(StorageError, match="schema version 999"):
+        run.read_manifest()
+    pd.DataFrame({"median": [1.0]}).to_parquet(tmp_path / "run" / "summary.parquet")
+    with pytest.raises(StorageError, match="lacks columns"):
+        read_summary(tmp_path / "run")
+
+
+def test_lock_is_exclusive(tmp_path: Path) -> None:
+    first = RunDir.create(tmp_path / "run")
+    first.lock()
+    other = RunDir(tmp_path / "run")
+    with pytest.raises(StorageError, match="in use by another live run"):
+        other.lock()
+    first.unlock()
+    other.lock()
+    other.unlock()
