@@ -142,3 +142,119 @@ class TorchModel(Model):
                 to_numpy(gb) if gb is not None else np.zeros(lin.out_features, dtype=np.float32)
             )
         return grad_w, grad_b
+
+
+# -- helpers for libraries parametrised by a time constant or a (v, threshold) surrogate ------
+
+
+def decay_time_constant(beta: float, device: str, dt: float = 1.0) -> float:
+    """A float32 time constant ``tau`` whose float32 ``exp(-dt / tau)`` on ``device`` is ``beta``.
+
+    Libraries that take ``tau_mem`` (sinabs, sinabs-exodus, rockpool) compute the decay as
+    ``torch.exp(-dt / tau)`` in float32. The textbook ``tau = -dt / ln(beta)`` can land one ulp
+    away from float32(beta), and a decay one ulp off makes membranes drift from the canonical
+    network. The candidates are the float32 neighbours of the textbook value, evaluated with the
+    same expression on the target device (CPU and CUDA ``exp`` may round differently).
+    ``beta == 1`` gives ``inf`` (exp(-0) = 1); ``beta == 0`` gives ``0`` (exp(-inf) = 0).
+
+    Raises ValueError when no float32 tau within 256 ulps reproduces beta exactly.
+    """
+    target = float(np.float32(beta))
+    if target == 1.0:
+        return math.inf
+    if target == 0.0:
+        return 0.0
+    start = np.float32(-dt / math.log(beta))
+    # float32 neighbours of start, ordered by distance: start, +1 ulp, -1 ulp, +2 ulp, ...
+    bits = np.array([start], dtype=np.float32).view(np.int32)[0]
+    offsets = np.array([0] + [s * k for k in range(1, 257) for s in (1, -1)], dtype=np.int64)
+    cand = (np.int64(bits) + offsets).astype(np.int32).view(np.float32)
+    cand = cand[np.isfinite(cand) & (cand > 0)]
+    taus = torch.from_numpy(cand.copy()).to(device=device)
+    decays = torch.exp(-dt / taus).cpu().numpy()
+    hits = np.flatnonzero(decays == np.float32(target))
+    if hits.size == 0:
+        raise ValueError(f"no float32 tau gives exp(-{dt}/tau) == {beta!r} on {device}")
+    return float(cand[hits[0]])
+
+
+class VoltageSurrogate:
+    """The spec's surrogate derivative as a function of ``(v_mem, threshold)``.
+
+    This is the calling convention of sinabs' and sinabs-exodus' ``surrogate_grad_fn``; it
+    evaluates :func:`surrogate_derivative` at ``u = v_mem - threshold``, like the reference.
+    """
+
+    def __init__(self, name: str, slope: float) -> None:
+        self.name = name
+        self.slope = float(slope)
+
+    def __call__(self, v_mem: torch.Tensor, threshold: Any) -> torch.Tensor:
+        return surrogate_derivative(v_mem - threshold, self.name, self.slope)
+
+    def __repr__(self) -> str:
+        return f"VoltageSurrogate({self.name!r}, slope={self.slope})"
+
+
+def batch_major_network(
+    linears: nn.ModuleList,
+    neurons: list[Any],
+    reset_state: Callable[[Any], Any],
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """(T, B, n) input → (T, B, n) spikes through Linear + batch-major (B, T, n) neuron layers.
+
+    For libraries whose layers take batch-major sequences (sinabs, rockpool): the time-major
+    input is transposed once at the start and the spikes back at the end, inside the timed
+    network. ``reset_state(neuron)`` runs before every sequence, because these layers keep
+    their membrane state between calls.
+    """
+
+    def network(inp: torch.Tensor) -> torch.Tensor:
+        h = inp.transpose(0, 1)
+        for lin, neuron in zip(linears, neurons, strict=True):
+            reset_state(neuron)
+            h = neuron(lin(h))
+        return h.transpose(0, 1)
+
+    return network
+
+
+# -- helpers for libraries with a strict spike test, and for torch.compile ---------------------
+
+
+def strict_threshold(theta: float, dtype: torch.dtype) -> float:
+    """The largest ``dtype`` value below ``theta``, for libraries that spike on ``v - v_th > 0``.
+
+    For any ``v`` of that dtype, ``v - t > 0`` holds exactly when ``v >= theta`` (an IEEE
+    subtraction of two finite values is positive iff the first is larger), so passing this as
+    the library's threshold gives the canonical tie rule (``v_pre == threshold`` spikes) with
+    no extra operation. Use the canonical ``theta`` wherever the library also subtracts the
+    threshold (a subtractive reset).
+    """
+    t = torch.tensor(theta, dtype=dtype)
+    return float(torch.nextafter(t, torch.tensor(-math.inf, dtype=dtype)).item())
+
+
+def compile_unavailable_reason(device: str) -> str | None:
+    """Why ``torch.compile`` cannot run on ``device`` here, or None when it can.
+
+    Cheap checks only (no trial compilation): dynamo support for this Python, a C++ compiler
+    for Inductor's CPU code, Triton for its CUDA code.
+    """
+    import torch._dynamo
+
+    if not torch._dynamo.is_dynamo_supported():
+        return "torch.compile (dynamo) is not supported on this Python version"
+    if device == "cpu":
+        try:
+            from torch._inductor.cpp_builder import get_cpp_compiler
+
+            get_cpp_compiler()
+        except Exception as exc:  # Inductor raises its own exception types; any means "no"
+            return f"torch.compile on CPU needs a C++ compiler: {type(exc).__name__}: {exc}"
+        return None
+    from torch.utils._triton import has_triton
+
+    if not has_triton():
+        return "torch.compile on CUDA needs Triton with a supported GPU (has_triton() is False)"
+    return None

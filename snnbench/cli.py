@@ -176,6 +176,9 @@ def run(
         help="float32, bfloat16 or float16 (comma list allowed).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto.")] = None,
     reset: Annotated[str | None, typer.Option(help="subtract, zero or both.")] = None,
+    detach_reset: Annotated[bool | None, typer.Option(
+        "--detach-reset/--no-detach-reset",
+        help="Detach the reset term from the gradient (default from the config: yes).")] = None,
     repeats: Annotated[int | None, typer.Option(help="Minimum timed samples per phase.")] = None,
     warmup: Annotated[int | None, typer.Option(help="Minimum warm-up steps.")] = None,
     timeout: Annotated[float | None, typer.Option(
@@ -211,6 +214,8 @@ def run(
         network_overrides["dtype"] = _split(dtype)
     if reset is not None:
         network_overrides["reset"] = ["subtract", "zero"] if reset == "both" else _split(reset)
+    if detach_reset is not None:
+        network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
         fail("--resume finishes a run with its recorded settings: give only --out")
     try:
@@ -359,6 +364,9 @@ def verify(
     batch_size: Annotated[int, typer.Option(help="Batch size B.")] = 4,
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    detach_reset: Annotated[str, typer.Option(
+        help="true, false, both, or auto (the spec default where supported, else the "
+        "adapter's rule).")] = "auto",
     dump: Annotated[Path | None, typer.Option(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
     )] = None,
@@ -373,6 +381,7 @@ def verify(
             adapters=tuple(_split(adapters)), resets=tuple(resets),
             neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
             batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+            detach_reset=detach_reset,
             timeout_s=timeout,
         )
         rows = run_verification(request, console=err_console)
@@ -384,7 +393,7 @@ def verify(
     for header in VERIFY_HEADERS:
         table.add_column(header, overflow="fold")
     for row in verify_rows(rows):
-        table.add_row(*row, style="red" if row[5] == "mismatch" else "")
+        table.add_row(*row, style="red" if row[6] == "mismatch" else "")
     console.print(table)
     raise typer.Exit(exit_code(rows))
 

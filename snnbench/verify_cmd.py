@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ from snnbench.runner import Task, plan_tasks, run_task
 from snnbench.spec import NetworkSpec
 
 VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "variant", "reset", "n", "declared", "status", "spike match", "first diff step",
-    "grad cos W", "grad max rel err", "grad cos b", "note",
+    "adapter", "variant", "reset", "detach", "n", "declared", "status", "spike match",
+    "first diff step", "grad cos W", "grad max rel err", "grad cos b", "note",
 )
 
 
@@ -37,6 +37,9 @@ class VerifyRequest:
     batch_size: int = 4
     dtype: str = "float32"
     device: str = "cpu"
+    #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
+    #: it, else the rule it does support (the table shows which was checked)
+    detach_reset: str = "auto"
     dump_dir: Path | None = None
     timeout_s: float = 600.0
 
@@ -51,17 +54,21 @@ def run_verification(
     if request.device not in ("cpu", "cuda"):
         raise ValueError(f"device must be cpu or cuda, got {request.device!r}")
     entries = discover()
+    detach_choices = {"true": (True,), "false": (False,), "both": (True, False), "auto": (True,)}
+    if request.detach_reset not in detach_choices:
+        raise ValueError(f"detach-reset must be true, false, both or auto, got "
+                         f"{request.detach_reset!r}")
     config = RunConfig(
         run=RunSettings(adapters=request.adapters, device=request.device,
                         timeout_s=request.timeout_s),
         network={"time_steps": request.time_steps, "batch_size": request.batch_size,
                  "dtype": request.dtype},
-        sweeps=({"reset": request.resets, "neurons": request.neurons},),
+        sweeps=({"reset": request.resets, "neurons": request.neurons,
+                 "detach_reset": detach_choices[request.detach_reset]},),
     )
-    try:
-        tasks = plan_tasks(config, entries, request.device)
-    except ValueError:
-        raise
+    tasks = plan_tasks(config, entries, request.device)
+    if request.detach_reset == "auto":
+        tasks = [_supported_detach(task, entries) for task in tasks]
     if request.dump_dir is not None:
         request.dump_dir.mkdir(parents=True, exist_ok=True)
     largest = max(request.neurons)
@@ -75,6 +82,16 @@ def run_verification(
     return records
 
 
+def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
+    cls = entries[task.adapter].adapter_class
+    if cls is None:
+        return task
+    allowed = cls().capabilities(task.variant).detach_reset
+    if task.spec.detach_reset in allowed or not allowed:
+        return task
+    return replace(task, spec=task.spec.replace(detach_reset=allowed[0]))
+
+
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
            largest: int, logs: Path) -> dict[str, Any]:
     entry = entries[task.adapter]
@@ -85,7 +102,8 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
                 "status": "unavailable", "message": str(exc)}
     extra: dict[str, Any] = {"mode": "verify"}
     if request.dump_dir is not None and task.spec.neurons == largest:
-        name = f"{task.adapter}-{task.variant}-{task.spec.reset}.npz"
+        detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
+        name = f"{task.adapter}-{task.variant}-{task.spec.reset}{detach}.npz"
         extra["dump_path"] = str((request.dump_dir / name).resolve())
     reason = adapter.reason_skipped(task.spec, task.device, task.variant)
     if reason:
@@ -111,7 +129,8 @@ def verify_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             declared = ("exact" if r["exact_dynamics"] else "approx") + " spikes, " + (
                 "exact" if r.get("exact_gradient") else "approx") + " grad"
         rows.append((
-            r["adapter"], r["variant"], spec.reset, str(spec.neurons), declared, r["status"],
+            r["adapter"], r["variant"], spec.reset, "yes" if spec.detach_reset else "no",
+            str(spec.neurons), declared, r["status"],
             _fmt(eq.get("spike_match"), ".4%"),
             "" if not eq else ("none" if eq.get("first_diff_step") is None
                                else str(eq["first_diff_step"])),

@@ -1,0 +1,257 @@
+"""``rockpool`` and ``rockpool-exodus``: SynSense's Rockpool LIF modules behind ``nn.Linear``.
+
+``rockpool`` uses ``LIFNeuronTorch`` (``rockpool/nn/modules/torch/lif_neuron_torch.py``, rockpool
+3.1.0), the membrane-only LIF: no synaptic current, ``v *= exp(-dt/tau_mem); v += x;
+v = v + noise + bias; s = spike_fn(v, threshold); v = v - s * threshold``. Configuration:
+
+* ``dt=1``, ``tau_mem`` a float32 time constant whose float32 ``exp(-1/tau)`` is exactly beta on
+  the target device (see ``decay_time_constant``; a beta no float32 tau reaches is skipped);
+* ``threshold=θ``, ``bias=0`` (the spec's bias lives in the Linear layer, so the sum
+  ``beta*v + (W x + b)`` is rounded in the canonical order), ``noise_std=0``;
+* ``spike_generation_fn``: rockpool's own functions (``StepPWL``: a box surrogate
+  ``1/θ·[v >= θ - window]``; ``PeriodicExponential``) are not the spec's surrogates, so a
+  ``torch.autograd.Function`` with rockpool's signature ``(v, threshold, window,
+  max_spikes_per_dt)`` emits ``[v >= θ]`` (one spike, like ``max_spikes_per_dt=1``) and returns
+  the spec's surrogate derivative;
+* reset by subtraction only, always differentiated through the spike (``v - s * threshold``
+  with no detach): resets ``subtract``, detach_reset ``False`` only;
+* batch-major (B, T, n); ``reset_state()`` before every sequence (the module keeps the final
+  membrane of batch element 0 as its state); torch API via ``to_torch()``;
+* rockpool draws ``randn(B, T, n)`` noise at every forward even with ``noise_std=0``; that is
+  the library's cost and stays in the timing.
+
+Importing rockpool imports ``samna`` (SynSense's hardware SDK) when installed; its PyPI stub
+tries to pip-install itself at import time. The adapter sets ``sys.modules['samna'] = None``
+(only in the worker, right before importing rockpool) so rockpool sees samna as absent.
+
+``rockpool-exodus`` uses ``LIFExodus`` (``rockpool/nn/modules/sinabs/lif_exodus.py``) on the
+sinabs-exodus CUDA kernels. That module always has a synaptic stage, ``isyn[t] =
+b·isyn[t-1] + b·x[t]``, with no pass-through setting (``b=0`` removes the input, ``b=1``
+integrates it). The adapter makes it an identity within float32: ``leak_mode="decays"`` with
+``b = 2**-64`` and the Linear output scaled by ``2**64`` first (both powers of two, so
+``b·(2**64·x)`` is exactly ``x``; the leftover ``2**-64·isyn[t-1]`` is below half an ulp of
+``x[t]`` unless ``|x[t]| < 2**-40·|x[t-1]|``). The membrane decay is given as ``alpha=beta``
+directly, ``max_spikes_per_dt=1``, and the spec's surrogate replaces rockpool's default
+(sinabs ``Heaviside`` window). The extra synaptic kernel and the scaling are timed: they are
+what LIFExodus costs. Reset: subtract, through the spike (exodus' backward), float32, CUDA.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+
+#: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
+EXODUS_SYN_DECAY_EXPONENT = 64
+
+
+def _hide_samna() -> None:
+    """Make ``import samna`` fail fast instead of running its self-installing stub.
+
+    Only called inside worker methods, right before importing rockpool; an already imported
+    samna is left alone.
+    """
+    sys.modules.setdefault("samna", None)  # type: ignore[arg-type]
+
+
+def _import_rockpool_version() -> str:
+    """Import rockpool's torch LIF module and return rockpool's version, or raise unavailable."""
+    _hide_samna()
+    try:
+        import rockpool.nn.modules.torch.lif_neuron_torch  # noqa: F401
+    except Exception as exc:  # any import failure makes the adapter unavailable
+        raise AdapterUnavailable(f"cannot import rockpool: {type(exc).__name__}: {exc}") from exc
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("rockpool")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def make_spike_function(spec: NetworkSpec) -> Any:
+    """A rockpool ``spike_generation_fn``: ``[v >= threshold]`` with the spec's surrogate."""
+    import torch
+
+    from snnbench.adapters._torch_common import surrogate_derivative
+
+    name, slope = spec.surrogate, float(spec.surrogate_slope)
+
+    class SpecSurrogateSpike(torch.autograd.Function):
+        """Single spike at ``v >= threshold``; backward: the spec's surrogate at v - threshold."""
+
+        @staticmethod
+        def forward(
+            ctx: Any,
+            v: torch.Tensor,
+            threshold: torch.Tensor,
+            window: Any = None,
+            max_spikes_per_dt: Any = None,
+        ) -> torch.Tensor:
+            ctx.save_for_backward(v, threshold)
+            return (v >= threshold).to(v.dtype)
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+            v, threshold = ctx.saved_tensors
+            return grad * surrogate_derivative(v - threshold, name, slope), None, None, None
+
+    return SpecSurrogateSpike
+
+
+class RockpoolAdapter(Adapter):
+    """Rockpool ``LIFNeuronTorch`` (membrane-only LIF) after ``nn.Linear``."""
+
+    name = "rockpool"
+    library = "rockpool"
+    module = "rockpool"
+    framework = "torch"
+    description = "Rockpool LIFNeuronTorch (torch backend), per-step Python loop"
+
+    def version(self) -> str:
+        return _import_rockpool_version()
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cpu", "cuda"),
+            dtypes=("float32",),
+            resets=("subtract",),
+            surrogates=SURROGATES,
+            detach_reset=(False,),
+        )
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        _hide_samna()
+        from rockpool.nn.modules.torch.lif_neuron_torch import LIFNeuronTorch
+
+        from snnbench.adapters._torch_common import (
+            TorchModel,
+            batch_major_network,
+            decay_time_constant,
+            input_tensor,
+            make_linears,
+        )
+
+        try:
+            tau = decay_time_constant(spec.beta, device)
+        except ValueError as exc:
+            raise CaseSkipped(
+                f"beta={spec.beta} is not exp(-1/tau) of any float32 tau on {device}; "
+                "LIFNeuronTorch takes only tau_mem"
+            ) from exc
+        spike_fn = make_spike_function(spec)
+        linears = make_linears(spec, data, device)
+        lifs = []
+        for _ in range(spec.layers):
+            lif = LIFNeuronTorch(
+                (spec.neurons,),
+                tau_mem=tau,
+                threshold=float(spec.threshold),
+                bias=0.0,
+                dt=1.0,
+                noise_std=0.0,
+                spike_generation_fn=spike_fn,
+                max_spikes_per_dt=1,
+            ).to_torch()
+            for p in lif.parameters():
+                p.requires_grad_(False)  # only the Linear layers train, as everywhere
+            lif.to(device)
+            lif.train()
+            lifs.append(lif)
+        network = batch_major_network(linears, lifs, lambda lif: lif.reset_state())
+        return TorchModel(
+            network, linears, input_tensor(spec, data, device), device, keep_alive=lifs
+        )
+
+
+class RockpoolExodusAdapter(Adapter):
+    """Rockpool ``LIFExodus`` (sinabs-exodus CUDA kernels) after ``nn.Linear``; CUDA only."""
+
+    name = "rockpool-exodus"
+    library = "rockpool"
+    module = "rockpool"
+    framework = "torch"
+    description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
+
+    def version(self) -> str:
+        from snnbench.adapters.sinabs_exodus import exodus_unavailable_reason
+
+        reason = exodus_unavailable_reason()
+        if reason is not None:
+            raise AdapterUnavailable(f"needs sinabs-exodus: {reason}")
+        version = _import_rockpool_version()
+        from rockpool.utilities.backend_management import backend_available
+
+        if not backend_available("sinabs.exodus"):
+            raise AdapterUnavailable("rockpool does not detect sinabs.exodus (CUDA backend)")
+        return version
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cuda",),
+            dtypes=("float32",),
+            resets=("subtract",),
+            surrogates=SURROGATES,
+            detach_reset=(False,),
+            approximation_note=(
+                "LIFExodus' mandatory synapse is set to an identity within float32 "
+                "(decay 2^-64, input scaled by 2^64)"
+            ),
+        )
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        _hide_samna()
+        import torch
+        from rockpool.nn.modules.sinabs.lif_exodus import LIFExodus
+
+        from snnbench.adapters._torch_common import (
+            TorchModel,
+            VoltageSurrogate,
+            batch_major_network,
+            input_tensor,
+            make_linears,
+        )
+
+        syn_decay = 2.0**-EXODUS_SYN_DECAY_EXPONENT
+        prescale = 2.0**EXODUS_SYN_DECAY_EXPONENT
+        linears = make_linears(spec, data, device)
+        lifs = []
+        for _ in range(spec.layers):
+            lif = LIFExodus(
+                (spec.neurons,),
+                tau_mem=None,
+                tau_syn=None,
+                leak_mode="decays",
+                alpha=float(spec.beta),
+                beta=syn_decay,
+                threshold=float(spec.threshold),
+                bias=0.0,
+                dt=1.0,
+                max_spikes_per_dt=1,
+            ).to_torch()
+            # LIFExodus passes this callable to exodus as surrogate_grad_fn(v_mem, threshold)
+            lif.spike_generation_fn = VoltageSurrogate(spec.surrogate, spec.surrogate_slope)
+            for p in lif.parameters():
+                p.requires_grad_(False)  # frozen decays also skip exodus' alpha-gradient kernel
+            lif.to(device)
+            lif.train()
+            lifs.append(lif)
+
+        class Prescaled(torch.nn.Module):
+            """Scale the synaptic input by 2^64 before LIFExodus' 2^-64 synapse (exact)."""
+
+            def __init__(self, neuron: Any) -> None:
+                super().__init__()
+                self.neuron = neuron
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.neuron(x * prescale)  # type: ignore[no-any-return]
+
+        wrapped = [Prescaled(lif) for lif in lifs]
+        network = batch_major_network(linears, wrapped, lambda w: w.neuron.reset_state())
+        return TorchModel(
+            network, linears, input_tensor(spec, data, device), device, keep_alive=wrapped
+        )

@@ -1,0 +1,102 @@
+"""``sinabs-exodus``: sinabs' LIF with the EXODUS CUDA kernels (``sinabs.exodus.layers.LIF``).
+
+EXODUS replaces sinabs' per-step Python loop with one CUDA kernel over all T steps for the
+forward pass and a kernel for the backward pass. ``sinabs.exodus.layers.LIF`` subclasses
+``sinabs.layers.LIF`` and takes the same arguments, so the configuration is the ``sinabs``
+adapter's (SingleSpike, exact alpha via ``train_alphas=True``, ``norm_input=False``, the spec's
+surrogate as a ``(v_mem, threshold)`` callable, frozen neuron parameters).
+
+Limits, from the sinabs-exodus 2.x source (``sinabs/exodus/layers/lif.py``, ``spike.py``,
+``cuda/lif_kernels.h``):
+
+* CUDA only: the package builds a CUDA extension (``exodus_cuda``) at install time, which needs
+  a CUDA build of torch and ``nvcc`` (``pip install sinabs-exodus --no-build-isolation``);
+* reset by subtraction only (``MembraneSubtract``; any other ``reset_fn`` raises);
+* the backward kernel always propagates through the reset (factor ``alpha - alpha * threshold *
+  surrogate``), i.e. detach_reset=False; the reset class is only read for its subtract value,
+  so a detached variant cannot be injected;
+* float32 only (``expand_to_1d_contiguous`` casts parameters with ``.float()``; kernels are
+  instantiated for float);
+* the spike tie is ``v >= threshold`` and the reset is applied before the next decay, the
+  canonical order.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+
+INSTALL_HINT = "needs CUDA torch + nvcc: pip install sinabs-exodus --no-build-isolation"
+
+
+def exodus_unavailable_reason() -> str | None:
+    """Why sinabs-exodus cannot run in this process (a message mentioning CUDA), or None."""
+    try:
+        import torch
+    except Exception as exc:  # a broken torch install is a reason like any other
+        return f"cannot import torch ({type(exc).__name__}: {exc}); sinabs-exodus needs CUDA torch"
+    if torch.version.cuda is None:
+        return f"CUDA only: torch {torch.__version__} is a CPU build ({INSTALL_HINT})"
+    try:
+        # spike.py imports the compiled extension (exodus_cuda) at module import
+        import sinabs.exodus.layers
+        import sinabs.exodus.spike  # noqa: F401
+    except Exception as exc:  # not installed, or the CUDA extension does not load
+        return f"CUDA extension not importable: {type(exc).__name__}: {exc} ({INSTALL_HINT})"
+    if not torch.cuda.is_available():
+        return "CUDA only: no CUDA device is visible to torch"
+    return None
+
+
+class SinabsExodusAdapter(Adapter):
+    """``sinabs.exodus.layers.LIF`` (EXODUS CUDA kernels) after ``nn.Linear``; CUDA only."""
+
+    name = "sinabs-exodus"
+    library = "sinabs-exodus"
+    module = "sinabs.exodus"
+    framework = "torch"
+    description = "sinabs LIF with EXODUS CUDA forward/backward kernels (CUDA only)"
+
+    def version(self) -> str:
+        reason = exodus_unavailable_reason()
+        if reason is not None:
+            raise AdapterUnavailable(reason)
+        try:
+            return importlib.metadata.version(self.library)
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cuda",),
+            dtypes=("float32",),
+            resets=("subtract",),
+            surrogates=SURROGATES,
+            detach_reset=(False,),
+        )
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        from sinabs.activation import MembraneSubtract
+        from sinabs.exodus.layers import LIF as ExodusLIF
+
+        from snnbench.adapters._torch_common import (
+            TorchModel,
+            batch_major_network,
+            input_tensor,
+            make_linears,
+        )
+        from snnbench.adapters.sinabs import make_sinabs_lif
+
+        linears = make_linears(spec, data, device)
+        lifs = [
+            make_sinabs_lif(ExodusLIF, spec, device, MembraneSubtract()) for _ in range(spec.layers)
+        ]
+        # the exodus layer keeps v_mem between calls like sinabs: reset per sequence
+        network = batch_major_network(linears, lifs, lambda lif: lif.reset_states())
+        for lif in lifs:
+            lif.train()
+        return TorchModel(
+            network, linears, input_tensor(spec, data, device), device, keep_alive=lifs
+        )
