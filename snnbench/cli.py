@@ -427,9 +427,16 @@ def compare(
         help="Median time ratio that counts as a change.")] = 1.10,
     mem_threshold: Annotated[float, typer.Option(
         help="Relative peak-memory growth that counts.")] = 0.05,
+    alpha: Annotated[float, typer.Option(
+        help="Significance level of the Mann–Whitney U test.")] = 0.01,
     format: Annotated[str, typer.Option("--format", "-f", help="text, md or json.")] = "text",
 ) -> None:
-    """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable."""
+    """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable.
+
+    A time change counts only when the median ratio passes --factor AND the samples differ
+    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
+    but not significant is shown as noise. ok → error/oom/timeout/mismatch is a regression.
+    """
     from snnbench.compare import compare_runs, render
     from snnbench.rundir import RunDirError
 
@@ -439,9 +446,12 @@ def compare(
         fail(f"--factor must be > 1, got {factor}")
     if mem_threshold < 0:
         fail(f"--mem-threshold must be ≥ 0, got {mem_threshold}")
+    if not 0 < alpha < 1:
+        fail(f"--alpha must be between 0 and 1, got {alpha}")
     try:
-        result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold)
-    except RunDirError as exc:
+        result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold,
+                              alpha=alpha)
+    except (RunDirError, ValueError) as exc:
         fail(str(exc))
     render(result, format, console)
     raise typer.Exit(result.exit_code)

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
+from snnbench.energy import measure_energy
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.synops import firing_rate, synops_per_step
 from snnbench.timing import MeasureSettings, sample_phase, warm_up
 from snnbench.verify import check_adapter, reference_for, verification_spec
 
@@ -101,18 +103,10 @@ def _case_metrics(spec: NetworkSpec) -> dict[str, list[float]]:
     small = verification_spec(spec)
     data = make_case_data(small)
     result = reference_for(data)
-    metrics: dict[str, list[float]] = {
-        "firing_rate": [float(np.mean([s.mean() for s in result.spikes]))]
+    return {
+        "firing_rate": [firing_rate(list(result.spikes))],
+        "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), small)],
     }
-    try:
-        from snnbench.synops import synops_per_step  # type: ignore[attr-defined,unused-ignore]
-
-        metrics["synops_per_step"] = [
-            float(synops_per_step(data.inputs, list(result.spikes), small))  # type: ignore[arg-type,unused-ignore]
-        ]
-    except (ImportError, TypeError):
-        pass
-    return metrics
 
 
 def measure(
@@ -171,11 +165,6 @@ def measure(
 
 
 def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[float]]:
-    try:
-        from snnbench.energy import measure_energy  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return {}
-
     def step() -> None:
         model.zero_grad()
         model.step()

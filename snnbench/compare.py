@@ -1,0 +1,705 @@
+"""``snnbench compare``: a noise-aware regression gate between two run folders.
+
+Rows are joined on the case key (:data:`snnbench.schema.CASE_KEY`: adapter, variant, device,
+dtype, neurons, batch, time steps, layers, reset), the phase and the metric. Each joined pair gets
+one *mark*:
+
+time (``time_s`` of forward, backward, step)
+    ``regression`` when the median ratio candidate/baseline exceeds ``factor`` **and** the
+    samples differ significantly; ``improved`` for the mirror image (ratio < 1/factor and
+    significant); ``noise`` when the ratio passes the factor but the difference is not
+    significant; ``same`` otherwise. Significance: a two-sided Mann–Whitney U test on the raw
+    samples (``samples.parquet``) with p < ``alpha`` when both sides have at least
+    :data:`MIN_SAMPLES` samples, else non-overlapping 99 % confidence intervals of the median
+    (``ci99_low``/``ci99_high``). With neither, the pair cannot be significant: ``noise``.
+memory (``peak_mem_bytes``)
+    ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
+    candidate < baseline / (1 + ``mem_threshold``), else ``same`` (one peak per phase, no
+    samples to test). A change smaller than ``mem_floor_bytes`` (default 1 MiB) is ``same``
+    whatever its ratio: on CPU the peak is resident-set growth, page-granular and a few hundred
+    KiB for small cases, where ±15 % is noise.
+case status
+    ok → error/oom/timeout/mismatch is ``new_failure`` (fails the gate, whatever the versions:
+    an upgrade that breaks a case is what the gate is for); the reverse is ``fixed``; failed on
+    both sides is ``still_failing``; a case on one side only is ``added`` or ``removed``.
+comparability
+    a different ``library_version`` or ``case_id`` (the spec hash) for the same key makes the
+    case ``not_comparable``, as does a case measured on one side only because the other side
+    skipped it or found its library unavailable.
+
+Other metrics (energy, power, RSS, setup times, firing rate, SynOps) are listed as ``info`` with
+their ratio; they never fail the gate. Differences between the two manifests (GPU, driver, CPU,
+package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (no regression),
+1 (a regression or new failure) or 2 (nothing was comparable).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table as RichTable
+from rich.text import Text
+from scipy import stats
+
+from snnbench import schema
+from snnbench.report import Table, format_value
+from snnbench.rundir import Run, adapter_label, load_run
+
+Mark = Literal[
+    "new_failure",
+    "regression",
+    "fixed",
+    "improved",
+    "noise",
+    "not_comparable",
+    "added",
+    "removed",
+    "still_failing",
+    "same",
+    "not_run",
+    "info",
+]
+#: marks in the order they are listed (worst first)
+MARK_ORDER: tuple[str, ...] = (
+    "new_failure",
+    "regression",
+    "fixed",
+    "improved",
+    "noise",
+    "not_comparable",
+    "added",
+    "removed",
+    "still_failing",
+    "same",
+    "not_run",
+    "info",
+)
+#: marks that fail the gate (exit code 1)
+FAILING_MARKS: frozenset[str] = frozenset({"new_failure", "regression"})
+#: marks of a pair whose numbers were actually compared by a gating rule
+COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "noise", "same"})
+#: samples per side needed for the Mann–Whitney test; with 5 + 5 the smallest two-sided p is
+#: 2/252 ≈ 0.008, the first size at which alpha = 0.01 can be reached at all
+MIN_SAMPLES = 5
+OutputFormat = Literal["text", "md", "json"]
+
+_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset"})
+CaseKey = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One compared (case, phase, metric), or one case-level row (phase and metric "")."""
+
+    key: CaseKey
+    phase: str
+    metric: str
+    mark: Mark
+    baseline: float = math.nan
+    candidate: float = math.nan
+    #: candidate / baseline medians
+    ratio: float = math.nan
+    p_value: float = math.nan
+    #: "mann-whitney", "ci99", "threshold", "none" (too few samples) or "" (not a measurement)
+    test: str = ""
+    baseline_status: str = ""
+    candidate_status: str = ""
+    note: str = ""
+
+    @property
+    def case(self) -> dict[str, Any]:
+        """The case key as a dict keyed by :data:`snnbench.schema.CASE_KEY`."""
+        return dict(zip(schema.CASE_KEY, self.key, strict=True))
+
+    @property
+    def label(self) -> str:
+        """``adapter`` or ``adapter:variant``."""
+        return adapter_label(str(self.key[0]), str(self.key[1]))
+
+    @property
+    def case_text(self) -> str:
+        """The case without the adapter, e.g. ``cpu float32 n=64 B=4 T=20 L=1 subtract``."""
+        c = self.case
+        return (f"{c['device']} {c['dtype']} n={c['neurons']} B={c['batch_size']} "
+                f"T={c['time_steps']} L={c['layers']} {c['reset']}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready record (NaN → None)."""
+        out: dict[str, Any] = dict(self.case)
+        out.update(phase=self.phase, metric=self.metric, mark=self.mark)
+        for name in ("baseline", "candidate", "ratio", "p_value"):
+            value = getattr(self, name)
+            out[name] = value if math.isfinite(value) else None
+        out.update(test=self.test, baseline_status=self.baseline_status,
+                   candidate_status=self.candidate_status, note=self.note)
+        return out
+
+
+@dataclass
+class Comparison:
+    """The result of :func:`compare`: every pair, the manifest warnings and the verdict."""
+
+    baseline: Path
+    candidate: Path
+    baseline_run_id: str
+    candidate_run_id: str
+    factor: float
+    mem_threshold: float
+    alpha: float
+    mem_floor_bytes: float = 0.0
+    pairs: list[Pair] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Pair]:
+        """Pairs that fail the gate (regressions and new failures)."""
+        return [p for p in self.pairs if p.mark in FAILING_MARKS]
+
+    @property
+    def compared(self) -> list[Pair]:
+        """Pairs whose numbers went through a gating rule (time or memory)."""
+        return [p for p in self.pairs if p.mark in COMPARED_MARKS]
+
+    def time_pairs(self, phase: str | None = None) -> list[Pair]:
+        """Compared time pairs, optionally of one phase."""
+        return [p for p in self.compared
+                if p.metric == "time_s" and (phase is None or p.phase == phase)]
+
+    def geomean_ratio(self, phase: str | None = None) -> float:
+        """Geometric mean of candidate/baseline median time ratios (NaN when there are none)."""
+        ratios = [p.ratio for p in self.time_pairs(phase) if math.isfinite(p.ratio) and p.ratio > 0]
+        return float(np.exp(np.mean(np.log(ratios)))) if ratios else math.nan
+
+    def counts(self) -> dict[str, int]:
+        """Number of pairs per mark, in :data:`MARK_ORDER`."""
+        found = {m: sum(1 for p in self.pairs if p.mark == m) for m in MARK_ORDER}
+        return {m: n for m, n in found.items() if n}
+
+    @property
+    def exit_code(self) -> int:
+        """0: no regression; 1: a regression or a new failure; 2: nothing was comparable."""
+        if self.regressions:
+            return 1
+        if not self.compared:
+            return 2
+        return 0
+
+    @property
+    def verdict(self) -> str:
+        """One line: what the exit code means here."""
+        if self.exit_code == 1:
+            counts = self.counts()
+            parts = [f"{counts[m]} {what}" for m, what in
+                     (("regression", "regressed metric(s)"), ("new_failure", "new failure(s)"))
+                     if m in counts]
+            return "REGRESSION: " + ", ".join(parts)
+        if self.exit_code == 2:
+            return "NOTHING COMPARABLE: no case was measured on both sides with the same versions"
+        return f"OK: no regression in {len(self.compared)} compared pairs"
+
+
+# ---------------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class _Rule:
+    factor: float
+    mem_threshold: float
+    alpha: float
+    mem_floor_bytes: float
+
+
+@dataclass
+class _Case:
+    status: str
+    message: str
+    library_version: str
+    case_id: str
+    rows: pd.DataFrame
+
+
+def _key_value(column: str, value: Any) -> Any:
+    if column in _TEXT_KEYS:
+        return str(value)
+    number = float(value)
+    return int(number) if math.isfinite(number) and number.is_integer() else number
+
+
+def _key(row: pd.Series) -> CaseKey:
+    return tuple(_key_value(c, row[c]) for c in schema.CASE_KEY)
+
+
+def _cases(run: Run) -> dict[CaseKey, _Case]:
+    out: dict[CaseKey, _Case] = {}
+    for _, rows in run.summary.groupby(list(schema.CASE_KEY), sort=False):
+        first = rows.iloc[0]
+        statuses = set(rows["status"])
+        # a case's status is its worst row's: one failed row fails the case
+        failed = sorted(statuses & schema.FAILED_STATUSES)
+        status = failed[0] if failed else ("ok" if statuses == {"ok"} else sorted(statuses)[0])
+        bad = rows[rows["status"] == status]
+        out[_key(first)] = _Case(
+            status=status,
+            message=str(bad.iloc[0]["message"]),
+            library_version=str(first["library_version"]),
+            case_id=str(first["case_id"]),
+            rows=rows,
+        )
+    return out
+
+
+def _samples(run: Run) -> dict[tuple[Any, ...], np.ndarray]:
+    if run.samples is None or run.samples.empty:
+        return {}
+    cols = [*schema.CASE_KEY, "phase", "metric"]
+    out: dict[tuple[Any, ...], np.ndarray] = {}
+    for _, rows in run.samples.groupby(cols, sort=False):
+        first = rows.iloc[0]
+        key = (*_key(first), str(first["phase"]), str(first["metric"]))
+        values = rows["value"].to_numpy(float)
+        out[key] = values[np.isfinite(values)]
+    return out
+
+
+def _significant(
+    b: pd.Series, c: pd.Series, bs: np.ndarray | None, cs: np.ndarray | None, alpha: float
+) -> tuple[bool, float, str]:
+    """(significant, p-value or NaN, test name) for two timing rows and their raw samples."""
+    if bs is not None and cs is not None and len(bs) >= MIN_SAMPLES and len(cs) >= MIN_SAMPLES:
+        if np.ptp(np.concatenate([bs, cs])) == 0:
+            return False, 1.0, "mann-whitney"  # all samples equal: no difference at all
+        p = float(stats.mannwhitneyu(bs, cs, alternative="two-sided").pvalue)
+        return p < alpha, p, "mann-whitney"
+    lo_b, hi_b = float(b["ci99_low"]), float(b["ci99_high"])
+    lo_c, hi_c = float(c["ci99_low"]), float(c["ci99_high"])
+    if all(math.isfinite(v) for v in (lo_b, hi_b, lo_c, hi_c)):
+        return (lo_c > hi_b or hi_c < lo_b), math.nan, "ci99"
+    return False, math.nan, "none"
+
+
+def _compare_metric(
+    key: CaseKey,
+    b: pd.Series,
+    c: pd.Series,
+    samples: tuple[np.ndarray | None, np.ndarray | None],
+    rule: _Rule,
+) -> Pair:
+    phase, metric = str(b["phase"]), str(b["metric"])
+    bm, cm = float(b["median"]), float(c["median"])
+
+    def pair(mark: Mark, ratio: float = math.nan, p: float = math.nan, test: str = "",
+             note: str = "") -> Pair:
+        return Pair(key, phase, metric, mark, baseline=bm, candidate=cm, ratio=ratio,
+                    p_value=p, test=test, baseline_status="ok", candidate_status="ok", note=note)
+
+    if not (math.isfinite(bm) and math.isfinite(cm)) or bm <= 0:
+        mark: Mark = "not_comparable" if _gated(phase, metric) else "info"
+        return pair(mark, note="no positive median on both sides")
+    ratio = cm / bm
+    if metric == "time_s" and phase in schema.TIMED_PHASES:
+        significant, p_value, test = _significant(b, c, samples[0], samples[1], rule.alpha)
+        if ratio > rule.factor:
+            mark = "regression" if significant else "noise"
+        elif ratio < 1.0 / rule.factor:
+            mark = "improved" if significant else "noise"
+        else:
+            mark = "same"
+        note = "" if test != "none" else "too few samples for a significance test"
+        return pair(mark, ratio, p_value, test, note)
+    if metric == "peak_mem_bytes":
+        if abs(cm - bm) < rule.mem_floor_bytes:
+            mark = "same"
+        elif cm > bm * (1.0 + rule.mem_threshold):
+            mark = "regression"
+        elif cm < bm / (1.0 + rule.mem_threshold):
+            mark = "improved"
+        else:
+            mark = "same"
+        return pair(mark, ratio, test="threshold")
+    return pair("info", ratio)
+
+
+def _gated(phase: str, metric: str) -> bool:
+    return (metric == "time_s" and phase in schema.TIMED_PHASES) or metric == "peak_mem_bytes"
+
+
+def _case_pairs(
+    key: CaseKey,
+    b: _Case,
+    c: _Case,
+    samples: tuple[dict[tuple[Any, ...], np.ndarray], dict[tuple[Any, ...], np.ndarray]],
+    rule: _Rule,
+) -> list[Pair]:
+    def case_row(mark: Mark, note: str) -> list[Pair]:
+        return [Pair(key, "", "", mark, baseline_status=b.status, candidate_status=c.status,
+                     note=note)]
+
+    b_failed, c_failed = b.status in schema.FAILED_STATUSES, c.status in schema.FAILED_STATUSES
+    if b.status == "ok" and c_failed:
+        return case_row("new_failure", c.message)
+    if b_failed and c.status == "ok":
+        return case_row("fixed", f"was: {b.message}")
+    if b_failed and c_failed:
+        return case_row("still_failing", c.message)
+    if b.status != "ok" or c.status != "ok":
+        if b.status == c.status:
+            return case_row("not_run", c.message)
+        side, other = ("baseline", b) if b.status != "ok" else ("candidate", c)
+        return case_row("not_comparable", f"{side} {other.status}: {other.message}")
+    if b.library_version != c.library_version:
+        return case_row(
+            "not_comparable",
+            f"library version {b.library_version or '?'} → {c.library_version or '?'}",
+        )
+    if b.case_id != c.case_id:
+        return case_row(
+            "not_comparable", f"case spec changed (case_id {b.case_id or '?'} → {c.case_id or '?'})"
+        )
+
+    out: list[Pair] = []
+    b_rows = {(str(r["phase"]), str(r["metric"])): r for _, r in b.rows.iterrows()}
+    c_rows = {(str(r["phase"]), str(r["metric"])): r for _, r in c.rows.iterrows()}
+    for pm in sorted(b_rows.keys() | c_rows.keys(), key=_phase_metric_order):
+        if pm not in b_rows or pm not in c_rows:
+            where = "candidate" if pm in c_rows else "baseline"
+            row = c_rows.get(pm, b_rows.get(pm))
+            assert row is not None
+            median = float(row["median"])
+            out.append(Pair(key, pm[0], pm[1], "info", note=f"only in the {where}",
+                            baseline=median if where == "baseline" else math.nan,
+                            candidate=median if where == "candidate" else math.nan,
+                            baseline_status="ok", candidate_status="ok"))
+            continue
+        raw = (samples[0].get((*key, *pm)), samples[1].get((*key, *pm)))
+        out.append(_compare_metric(key, b_rows[pm], c_rows[pm], raw, rule))
+    return out
+
+
+def _phase_metric_order(pm: tuple[str, str]) -> tuple[int, str, str]:
+    order = {p: i for i, p in enumerate((*schema.TIMED_PHASES, "setup", "case"))}
+    return order.get(pm[0], len(order)), pm[1], pm[0]
+
+
+def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    """Differences between two manifests that make timings hard to compare."""
+    warnings: list[str] = []
+
+    def gpus(m: dict[str, Any], field_name: str) -> list[str]:
+        items = m.get("gpus") or []
+        return [str(g.get(field_name)) for g in items if isinstance(g, dict)]
+
+    for field_name, what in (("name", "GPU"), ("driver", "GPU driver"), ("cuda", "CUDA")):
+        b, c = gpus(base, field_name), gpus(cand, field_name)
+        if b != c:
+            warnings.append(f"{what} differs: {', '.join(b) or 'none'} → {', '.join(c) or 'none'}")
+    b_cpu = (base.get("cpu") or {}).get("model") if isinstance(base.get("cpu"), dict) else None
+    c_cpu = (cand.get("cpu") or {}).get("model") if isinstance(cand.get("cpu"), dict) else None
+    if b_cpu != c_cpu:
+        warnings.append(f"CPU differs: {b_cpu or '?'} → {c_cpu or '?'}")
+    for name in ("python", "os"):
+        if base.get(name) != cand.get(name):
+            warnings.append(f"{name} differs: {base.get(name) or '?'} → {cand.get(name) or '?'}")
+    b_pk, c_pk = base.get("packages") or {}, cand.get("packages") or {}
+    if isinstance(b_pk, dict) and isinstance(c_pk, dict):
+        for pkg in sorted(b_pk.keys() | c_pk.keys()):
+            if b_pk.get(pkg) != c_pk.get(pkg):
+                warnings.append(
+                    f"{pkg} version differs: {b_pk.get(pkg) or 'absent'} → "
+                    f"{c_pk.get(pkg) or 'absent'}"
+                )
+    b_set, c_set = base.get("settings") or {}, cand.get("settings") or {}
+    if isinstance(b_set, dict) and isinstance(c_set, dict):
+        for name in sorted(b_set.keys() | c_set.keys()):
+            if b_set.get(name) != c_set.get(name):
+                warnings.append(f"setting {name} differs: {b_set.get(name)} → {c_set.get(name)}")
+    return warnings
+
+
+def compare(
+    baseline_dir: str | Path,
+    candidate_dir: str | Path,
+    factor: float = 1.10,
+    mem_threshold: float = 0.05,
+    alpha: float = 0.01,
+    mem_floor_bytes: float = 2**20,
+) -> Comparison:
+    """Compare two run folders; see the module docstring for the rules.
+
+    Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged
+    or of another schema version, and :class:`ValueError` for impossible thresholds.
+    """
+    if not factor > 1.0:
+        raise ValueError(f"factor must be > 1 (got {factor})")
+    if not mem_threshold >= 0.0:
+        raise ValueError(f"mem_threshold must be >= 0 (got {mem_threshold})")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
+    if not mem_floor_bytes >= 0.0:
+        raise ValueError(f"mem_floor_bytes must be >= 0 (got {mem_floor_bytes})")
+    rule = _Rule(factor, mem_threshold, alpha, mem_floor_bytes)
+    base, cand = load_run(baseline_dir), load_run(candidate_dir)
+    result = Comparison(
+        baseline=base.path,
+        candidate=cand.path,
+        baseline_run_id=base.run_id,
+        candidate_run_id=cand.run_id,
+        factor=factor,
+        mem_threshold=mem_threshold,
+        alpha=alpha,
+        mem_floor_bytes=mem_floor_bytes,
+        warnings=manifest_warnings(base.manifest, cand.manifest),
+    )
+    b_cases, c_cases = _cases(base), _cases(cand)
+    samples = (_samples(base), _samples(cand))
+    for key in sorted(b_cases.keys() | c_cases.keys(), key=lambda k: tuple(map(str, k))):
+        if key not in c_cases:
+            b = b_cases[key]
+            result.pairs.append(Pair(key, "", "", "removed", baseline_status=b.status))
+        elif key not in b_cases:
+            c = c_cases[key]
+            result.pairs.append(Pair(key, "", "", "added", candidate_status=c.status))
+        else:
+            result.pairs.extend(
+                _case_pairs(key, b_cases[key], c_cases[key], samples, rule)
+            )
+    if any(p.test == "none" for p in result.pairs):
+        result.warnings.append(
+            f"some time pairs have fewer than {MIN_SAMPLES} samples and no 99 % CI: they cannot "
+            "be significant (raise the repeat count)"
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+def _fmt(value: float, metric: str) -> str:
+    return format_value(value, metric) if metric else "—"
+
+
+def _test_text(p: Pair) -> str:
+    if p.test == "mann-whitney":
+        return f"MWU p={p.p_value:.2g}"
+    if p.test == "ci99":
+        return "99% CI"
+    if p.test == "threshold":
+        return "threshold"
+    return p.test or ""
+
+
+_CASE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+    ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
+)
+
+
+def _varying(pairs: list[Pair]) -> list[str]:
+    """Case fields (adapter and variant aside) that differ between ``pairs``; n always."""
+    return [f for f, _ in _CASE_FIELDS
+            if f == "neurons" or len({p.case[f] for p in pairs}) > 1]
+
+
+def _case_of(p: Pair, fields: Iterable[str]) -> str:
+    wanted = set(fields)
+    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS if f in wanted)
+
+
+def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:
+    """Pairs as a :class:`~snnbench.report.Table` (mark, adapter, case, what, medians, ratio).
+
+    ``fields`` limits the case column to those case fields (default: all of them).
+    """
+    order = {m: i for i, m in enumerate(MARK_ORDER)}
+    shown = list(fields) if fields is not None else [f for f, _ in _CASE_FIELDS]
+    rows = []
+    for p in sorted(pairs, key=lambda p: order[p.mark]):
+        what = f"{p.phase}/{p.metric}" if p.metric else "case status"
+        if not p.metric:
+            before, after = p.baseline_status or "—", p.candidate_status or "—"
+        else:
+            before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
+        ratio = f"{p.ratio:.3f}×" if math.isfinite(p.ratio) else ""
+        rows.append([p.mark.replace("_", " "), p.label, _case_of(p, shown), what, before, after,
+                     ratio, _test_text(p), p.note])
+    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio", "test",
+                  "note"], rows)
+
+
+def _counts_text(cmp: Comparison) -> str:
+    return ", ".join(f"{m.replace('_', ' ')}: {n}" for m, n in cmp.counts().items())
+
+
+def _geomean_line(cmp: Comparison) -> str:
+    total = cmp.geomean_ratio()
+    if not math.isfinite(total):
+        return "Geometric mean time ratio: no comparable time pairs."
+    per_phase = ", ".join(
+        f"{ph} {cmp.geomean_ratio(ph):.3f}×"
+        for ph in schema.TIMED_PHASES
+        if math.isfinite(cmp.geomean_ratio(ph))
+    )
+    return (f"Geometric mean time ratio (candidate/baseline) over {len(cmp.time_pairs())} "
+            f"comparable time pairs: {total:.3f}× ({per_phase})")
+
+
+def _rule_line(cmp: Comparison) -> str:
+    return (f"Rule: time regression = median ratio > {cmp.factor:g} and significant "
+            f"(Mann–Whitney p < {cmp.alpha:g} with ≥ {MIN_SAMPLES} samples per side, else "
+            f"non-overlapping 99 % CIs); memory regression = peak > baseline × "
+            f"{1 + cmp.mem_threshold:g} and by ≥ "
+            f"{format_value(cmp.mem_floor_bytes, 'peak_mem_bytes')}.")
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
+    that matter, and the unchanged ones folded in a ``<details>`` block."""
+    icon = {0: "✅", 1: "❌", 2: "⚠️"}[cmp.exit_code]
+    lines = [
+        "## snnbench compare",
+        "",
+        f"{icon} **{cmp.verdict}**",
+        "",
+        f"Baseline `{cmp.baseline_run_id}` → candidate `{cmp.candidate_run_id}`. "
+        + _counts_text(cmp) + ".",
+        "",
+        _geomean_line(cmp),
+        "",
+        _rule_line(cmp),
+        "",
+    ]
+    if cmp.warnings:
+        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
+    quiet = {"same", "not_run", "info"}
+    shown = [p for p in cmp.pairs if p.mark not in quiet]
+    if shown:
+        lines += [pairs_table(shown).to_markdown(), ""]
+    rest = [p for p in cmp.pairs if p.mark in quiet]
+    if rest:
+        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
+                  "", pairs_table(rest).to_markdown(), "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def to_json(cmp: Comparison) -> str:
+    """The whole comparison as JSON (NaN written as null)."""
+    geo = cmp.geomean_ratio()
+    doc = {
+        "baseline": str(cmp.baseline),
+        "candidate": str(cmp.candidate),
+        "baseline_run_id": cmp.baseline_run_id,
+        "candidate_run_id": cmp.candidate_run_id,
+        "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
+                 "mem_floor_bytes": cmp.mem_floor_bytes, "min_samples": MIN_SAMPLES},
+        "exit_code": cmp.exit_code,
+        "verdict": cmp.verdict,
+        "geomean_time_ratio": geo if math.isfinite(geo) else None,
+        "compared_time_pairs": len(cmp.time_pairs()),
+        "counts": cmp.counts(),
+        "warnings": cmp.warnings,
+        "pairs": [p.as_dict() for p in cmp.pairs],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+_SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
+_SHORT_TEST = {"ci99": "CI", "threshold": "thr", "none": "n/a"}
+_SHORT_METRIC = {"time_s": "time", "peak_mem_bytes": "peak mem", "peak_rss_bytes": "peak RSS",
+                 "energy_j": "energy", "power_w": "power"}
+_STYLES = {
+    "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
+    "noise": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
+    "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
+}
+
+
+def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
+    """A rich renderable (verdict, warnings, table) for the terminal.
+
+    Unchanged/informational pairs are left out unless ``show_all``.
+    """
+    parts: list[RenderableType] = []
+    style = {0: "bold green", 1: "bold red", 2: "bold yellow"}[cmp.exit_code]
+    parts.append(Text(cmp.verdict, style=style))
+    parts.append(Text(f"baseline {cmp.baseline_run_id} → candidate {cmp.candidate_run_id} "
+                      f"({_counts_text(cmp)})"))
+    parts.append(Text(_geomean_line(cmp)))
+    for w in cmp.warnings:
+        parts.append(Text(f"warning: {w}", style="yellow"))
+    shown = [p for p in cmp.pairs if show_all or p.mark not in {"same", "not_run", "info"}]
+    if shown:
+        # fields equal on every shown row go into one line above the table: narrow terminals
+        varying = _varying(shown)
+        constant = [f for f, _ in _CASE_FIELDS if f not in varying]
+        if constant:
+            parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
+        table = RichTable(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+        for header in ("mark", "adapter", "case", "what", "baseline", "candidate", "×", "p",
+                       "#"):
+            table.add_column(header, no_wrap=True)
+        notes: list[str] = []
+        order = {m: i for i, m in enumerate(MARK_ORDER)}
+        for p in sorted(shown, key=lambda p: order[p.mark]):
+            ref = ""
+            if p.note:
+                if p.note not in notes:
+                    notes.append(p.note)
+                ref = str(notes.index(p.note) + 1)
+            if p.metric:
+                phase = _SHORT_PHASE.get(p.phase, p.phase)
+                what = f"{phase} {_SHORT_METRIC.get(p.metric, p.metric)}"
+                before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
+            else:
+                what, before, after = "status", p.baseline_status or "—", p.candidate_status or "—"
+            test = f"{p.p_value:.2g}" if p.test == "mann-whitney" else _SHORT_TEST.get(p.test, "")
+            table.add_row(
+                p.mark.replace("_", " "), p.label, _case_of(p, varying), what, before, after,
+                f"{p.ratio:.2f}" if math.isfinite(p.ratio) else "", test, ref,
+                style=_STYLES.get(p.mark, ""),
+            )
+        parts.append(table)
+        parts += [Text(f"  {i}. {note}") for i, note in enumerate(notes, start=1)]
+    hidden = len(cmp.pairs) - len(shown)
+    if hidden:
+        parts.append(Text(f"{hidden} unchanged or informational pairs not shown", style="dim"))
+    return Group(*parts)
+
+
+def format_comparison(cmp: Comparison, fmt: OutputFormat = "text", width: int = 160) -> str:
+    """Render as ``text`` (the rich table as plain text), ``md`` or ``json``."""
+    if fmt == "md":
+        return to_markdown(cmp)
+    if fmt == "json":
+        return to_json(cmp)
+    if fmt == "text":
+        buffer = io.StringIO()
+        Console(file=buffer, width=width, no_color=True, force_terminal=False).print(to_rich(cmp))
+        return buffer.getvalue()
+    raise ValueError(f"unknown format {fmt!r} (text, md, json)")
+
+
+def render(cmp: Comparison, fmt: str, console: Console) -> None:
+    """Print a comparison for the CLI: ``text`` as a rich table on ``console``; ``md`` and
+    ``json`` written verbatim to the console's file (no wrapping, no markup), so that
+    ``>> $GITHUB_STEP_SUMMARY`` or ``| jq`` get exactly :func:`to_markdown` / :func:`to_json`.
+    """
+    if fmt == "text":
+        console.print(to_rich(cmp))
+    elif fmt in ("md", "json"):
+        console.file.write((to_markdown(cmp) if fmt == "md" else to_json(cmp)) + "\n")
+        console.file.flush()
+    else:
+        raise ValueError(f"unknown format {fmt!r} (text, md, json)")
+
+
+#: the name the CLI imports
+compare_runs = compare

@@ -1,0 +1,486 @@
+"""``snnbench report`` and ``snnbench show``: tables, plots, HTML and Markdown from one run folder.
+
+:func:`report` writes PNG plots (see :mod:`snnbench.plots`), ``report.md`` (Markdown with links
+to the PNGs, fit for a README or a PR) and ``report.html`` (one self-contained page: images are
+embedded as base64, nothing is fetched from the network). :func:`summary_table` /
+:func:`format_table` give the timing table alone, for ``snnbench show``.
+
+Tables are plain :class:`Table` objects (headers and rows of strings) with three renderers
+(Markdown, aligned text, HTML); the CLI may also feed ``headers``/``rows`` to ``rich``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from snnbench import plots, schema
+from snnbench.rundir import Run, RunDirError, adapter_label, load_run
+from snnbench.tables import markdown_table
+
+#: case columns that, apart from neurons and the adapter, define one plot group
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
+_PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
+#: per-case metrics shown in the "other metrics" table, with their column titles
+_CASE_METRICS: tuple[tuple[str, str], ...] = (
+    ("peak_mem_bytes", "peak mem"),
+    ("peak_rss_bytes", "peak RSS"),
+    ("energy_j", "energy/step"),
+    ("power_w", "power"),
+    ("build_s", "build"),
+    ("first_call_s", "first call"),
+    ("firing_rate", "firing rate"),
+    ("synops_per_step", "SynOps/step"),
+)
+
+TableFormat = Literal["md", "text", "html"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A rendered-to-strings table: ``headers`` and ``rows`` (each row as long as headers)."""
+
+    headers: list[str]
+    rows: list[list[str]]
+
+    def to_markdown(self) -> str:
+        """GitHub-flavoured Markdown (pipes in cells escaped), as ``snnbench show --format md``."""
+        return markdown_table(tuple(self.headers), [tuple(row) for row in self.rows])
+
+    def to_text(self) -> str:
+        """Plain text with columns aligned by spaces (for terminals and logs)."""
+        widths = [len(h) for h in self.headers]
+        for row in self.rows:
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [fmt.format(*self.headers), "  ".join("-" * w for w in widths)]
+        lines += [fmt.format(*row).rstrip() for row in self.rows]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def to_html(self) -> str:
+        """An HTML ``<table>`` with escaped cells."""
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def render(self, fmt: TableFormat) -> str:
+        """Render as ``md``, ``text`` or ``html``."""
+        if fmt == "md":
+            return self.to_markdown()
+        if fmt == "text":
+            return self.to_text()
+        if fmt == "html":
+            return self.to_html()
+        raise ValueError(f"unknown table format {fmt!r} (md, text, html)")
+
+
+# ---------------------------------------------------------------------------------- formatting
+
+
+def format_seconds(value: float) -> str:
+    """``0.01234`` → ``"12.3 ms"``; NaN → ``"—"``."""
+    if not math.isfinite(value):
+        return "—"
+    factor, unit = plots.time_unit([abs(value)])
+    return f"{value * factor:.3g} {unit}"
+
+
+def format_bytes(value: float) -> str:
+    """``3 * 2**30`` → ``"3 GiB"``; NaN → ``"—"``."""
+    if not math.isfinite(value):
+        return "—"
+    factor, unit = plots.byte_unit([value])
+    return f"{value * factor:.3g} {unit}"
+
+
+def format_value(value: float, metric: str) -> str:
+    """A metric's value with a readable unit (seconds and bytes scaled, others with their unit)."""
+    if not math.isfinite(value):
+        return "—"
+    unit = schema.METRIC_UNITS.get(metric, "")
+    if unit == "s":
+        return format_seconds(value)
+    if unit == "bytes":
+        return format_bytes(value)
+    if metric == "firing_rate":
+        return f"{value:.4f}"
+    if metric == "synops_per_step":
+        return f"{value:,.0f} {unit}"
+    return f"{value:.4g} {unit}".strip()
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}×" if math.isfinite(value) else "—"
+
+
+def _case_text(row: pd.Series) -> str:
+    return (
+        f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
+        f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}"
+    )
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in reading order: group, neurons, adapter (floor last), variant, phase, metric."""
+    if frame.empty:
+        return frame
+    keyed = frame.assign(
+        _floor=(frame["adapter"] == plots.FLOOR).astype(int),
+        _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
+    )
+    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "variant", "_phase", "metric"]
+    return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+def summary_table(
+    run: Run, *, phases: Sequence[str] = schema.TIMED_PHASES, metric: str = "time_s"
+) -> Table:
+    """Median time (with IQR) per adapter, variant, case and timed phase, plus non-ok cases.
+
+    Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
+    × floor (median / the floor's step time), status, note (the status message for a failed or
+    skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
+    """
+    frame = run.summary
+    timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
+    rows_out: list[list[str]] = []
+    for _, row in _sorted(frame[timed | (frame["status"] != "ok")]).iterrows():
+        med, iqr = float(row["median"]), float(row["iqr"])
+        rel = f"{100 * iqr / med:.1f}%" if math.isfinite(iqr) and med > 0 else "—"
+        samples = int(row["n_samples"]) if math.isfinite(float(row["n_samples"])) else 0
+        # an ok case may carry a message too (timed despite a mismatch, --allow-mismatch)
+        note = "; ".join(t for t in (str(row["message"]), str(row["warning"])) if t)
+        floor = float(row["floor_ratio"]) if row["phase"] == "step" else math.nan
+        rows_out.append(
+            [
+                str(row["adapter"]),
+                str(row["variant"]),
+                _case_text(row),
+                str(row["phase"]) or "—",
+                format_value(med, metric),
+                format_value(iqr, metric),
+                rel,
+                str(samples) if samples else "—",
+                _ratio(floor),
+                str(row["status"]),
+                note,
+            ]
+        )
+    headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
+               "× floor", "status", "note"]
+    return Table(headers, rows_out)
+
+
+def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
+    """:func:`summary_table` rendered as Markdown (``md``) or aligned plain text (``text``)."""
+    return summary_table(run).render(fmt)
+
+
+def case_metrics_table(run: Run) -> Table:
+    """One row per ok case: peak memory, energy, power, build and first-call time, firing rate,
+    SynOps, spike match and gradient cosine. Metrics no case measured are left out."""
+    frame = run.summary[run.summary["status"] == "ok"]
+    present = [(m, title) for m, title in _CASE_METRICS if (frame["metric"] == m).any()]
+    keys = list(schema.CASE_KEY)
+    cases = _sorted(frame.drop_duplicates(keys).assign(phase="", metric=""))
+    rows: list[list[str]] = []
+    for _, case in cases.iterrows():
+        mine = frame
+        for k in keys:
+            mine = mine[mine[k] == case[k]]
+        cells = [adapter_label(str(case["adapter"]), str(case["variant"])), _case_text(case)]
+        for metric, _ in present:
+            values = mine[mine["metric"] == metric]["median"].to_numpy(float)
+            # the peak of a case is the largest over its phases; other metrics have one row
+            value = float(np.nanmax(values)) if np.isfinite(values).any() else math.nan
+            cells.append(format_value(value, metric))
+        match, cosine = float(case["spike_match"]), float(case["grad_cosine"])
+        cells.append(f"{match:.4f}" if math.isfinite(match) else "—")
+        cells.append(f"{cosine:.4f}" if math.isfinite(cosine) else "—")
+        rows.append(cells)
+    headers = ["adapter", "case", *(t for _, t in present), "spike match", "grad cosine"]
+    return Table(headers, rows)
+
+
+def step_pivot_table(rows: pd.DataFrame) -> Table:
+    """Median step time per adapter (rows) and neuron count (columns), with speed-up over torch.
+
+    ``rows`` are the summary rows of one configuration group.
+    """
+    step = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s") & (rows["status"] == "ok")]
+    if step.empty:
+        return Table([], [])
+    step = step.assign(label=[plots.label_of(r) for _, r in step.iterrows()])
+    times = step.pivot_table(index="label", columns="neurons", values="median", aggfunc="min")
+    speed = plots.speedup_table(rows)
+    labels = sorted(times.index, key=lambda lab: (lab == plots.FLOOR, lab))
+    out: list[list[str]] = []
+    for lab in labels:
+        cells = [lab]
+        for n in times.columns:
+            cell = format_seconds(float(times.loc[lab, n]))
+            if not speed.empty and lab in speed.columns and n in speed.index:
+                s = float(speed.loc[n, lab])
+                if math.isfinite(s):
+                    cell += f" ({s:.2f}×)"
+            cells.append(cell)
+        out.append(cells)
+    return Table(["adapter", *(f"n={int(n)}" for n in times.columns)], out)
+
+
+def problems_table(run: Run) -> Table:
+    """Every case that did not finish ok, with its status and reason; also the cases timed
+    although their spikes disagree with the reference (``--allow-mismatch``)."""
+    frame = run.summary
+    flagged = (frame["status"] != "ok") | (frame["allow_mismatch"].astype(bool)
+                                           & (frame["message"] != ""))
+    bad = _sorted(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
+    rows = [
+        [str(r["adapter"]), str(r["variant"]), _case_text(r),
+         str(r["status"]) if r["status"] != "ok" else "ok (timed despite mismatch)",
+         str(r["message"])]
+        for _, r in bad.iterrows()
+    ]
+    return Table(["adapter", "variant", "case", "status", "reason"], rows)
+
+
+def warnings_table(run: Run) -> Table:
+    """Rows of ok cases that carry a statistics warning (e.g. high IQR/median)."""
+    frame = run.summary
+    noted = _sorted(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
+    rows = [
+        [adapter_label(str(r["adapter"]), str(r["variant"])), _case_text(r),
+         f"{r['phase']}/{r['metric']}", str(r["warning"])]
+        for _, r in noted.iterrows()
+    ]
+    return Table(["adapter", "case", "phase/metric", "warning"], rows)
+
+
+def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) -> Table:
+    """Key facts of the manifest: machine, GPU, driver, CUDA, versions, settings, image."""
+
+    def get(*path: str) -> Any:
+        node: Any = manifest
+        for p in path:
+            node = node.get(p) if isinstance(node, dict) else None
+        return node
+
+    rows: list[list[str]] = [["run", str(manifest.get("run_id", "?"))]]
+    rows.append(["started / finished (UTC)",
+                 f"{manifest.get('created_utc', '?')} / {manifest.get('finished_utc', '?')}"])
+    commit = get("snnbench", "git_commit") or "?"
+    dirty = " (dirty tree)" if get("snnbench", "git_dirty") else ""
+    rows.append(["snnbench", f"{get('snnbench', 'version') or '?'}, commit {commit}{dirty}"])
+    rows.append(["python / OS", f"{manifest.get('python', '?')} / {manifest.get('os', '?')}"])
+    cores = f"{get('cpu', 'cores_physical') or '?'} physical / {get('cpu', 'cores_logical') or '?'}"
+    rows.append(["CPU", f"{get('cpu', 'model') or '?'} ({cores} logical cores)"])
+    ram = manifest.get("ram_bytes")
+    rows.append(["RAM", format_bytes(float(ram)) if isinstance(ram, (int, float)) else "?"])
+    gpus = manifest.get("gpus") or []
+    if not gpus:
+        rows.append(["GPU", "none"])
+    for i, gpu in enumerate(g for g in gpus if isinstance(g, dict)):
+        mem = gpu.get("memory_bytes")
+        rows.append([
+            f"GPU {i}",
+            f"{gpu.get('name', '?')}, driver {gpu.get('driver', '?')}, CUDA {gpu.get('cuda', '?')}"
+            + (f", {format_bytes(float(mem))}" if isinstance(mem, (int, float)) else ""),
+        ])
+    settings = manifest.get("settings") or {}
+    if isinstance(settings, dict) and settings:
+        rows.append(["settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))])
+    image = manifest.get("image")
+    if isinstance(image, dict):
+        rows.append(["image", f"{image.get('tag', '?')} ({image.get('digest', '?')})"])
+    packages = manifest.get("packages") or {}
+    if isinstance(packages, dict):
+        wanted = set(adapters)
+        shown = {k: v for k, v in packages.items() if v is not None}
+        # installed packages first; the ones the run's adapters need but lack are said so
+        rows.append(["packages", ", ".join(f"{k} {v}" for k, v in sorted(shown.items())) or "—"])
+        absent = sorted(k for k, v in packages.items() if v is None and k in wanted)
+        if absent:
+            rows.append(["not installed", ", ".join(absent)])
+    return Table(["item", "value"], rows)
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class _Group:
+    slug: str
+    title: str
+    rows: pd.DataFrame
+
+
+def _groups(ok: pd.DataFrame) -> list[_Group]:
+    """Split ok rows by :data:`GROUP_COLUMNS`; one group gets no file-name prefix."""
+    out: list[_Group] = []
+    if ok.empty:
+        return out
+    grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True))
+    for _, rows in grouped:
+        d: dict[str, Any] = {c: rows.iloc[0][c] for c in GROUP_COLUMNS}
+        title = (f"{d['device']}, {d['dtype']}, B={int(d['batch_size'])}, "
+                 f"T={int(d['time_steps'])}, layers={int(d['layers'])}, reset={d['reset']}")
+        slug = "" if len(grouped) == 1 else (
+            f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
+            f"-L{int(d['layers'])}-{d['reset']}_"
+        )
+        out.append(_Group(slug=slug, title=title, rows=rows))
+    return out
+
+
+_PLOTS = (
+    ("phases", "Forward and backward time per neuron count", plots.plot_phase_bars),
+    ("scaling", "Step time vs neurons", plots.plot_scaling),
+    ("memory", "Peak memory", plots.plot_memory),
+    ("speedup", "Speed-up over torch", plots.plot_speedup),
+)
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;
+margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+.bad{color:#a00}
+"""
+
+
+def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write plots, ``report.md`` and ``report.html`` for the run in ``run_dir``.
+
+    ``out_dir`` defaults to ``<run_dir>/report``. Returns the written paths (PNGs first, then
+    the Markdown and the HTML page). Raises :class:`~snnbench.rundir.RunDirError` for a missing,
+    empty or damaged run folder. Runs with one adapter, one neuron count or no ok case still
+    give a report: plots without data are left out and the page says why.
+    """
+    run = load_run(run_dir, samples=False)
+    out = Path(out_dir) if out_dir is not None else run.path / "report"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot create report folder {out}: {exc}") from exc
+
+    summary = run.summary
+    ok = summary[summary["status"] == "ok"]
+    pairs = summary.drop_duplicates(["adapter", "variant"])
+    labels = [plots.label_of(r) for _, r in pairs.iterrows()]
+    colors = plots.color_map(labels)
+
+    written: list[Path] = []
+    # (group title, [(caption, png path)], step pivot table)
+    sections: list[tuple[str, list[tuple[str, Path]], Table]] = []
+    for group in _groups(ok):
+        images: list[tuple[str, Path]] = []
+        for name, caption, draw in _PLOTS:
+            path = draw(group.rows, out / f"{group.slug}{name}.png", group.title, colors)
+            if path is not None:
+                images.append((caption, path))
+                written.append(path)
+        sections.append((group.title, images, step_pivot_table(group.rows)))
+
+    counts = summary.drop_duplicates(list(schema.CASE_KEY))["status"].value_counts()
+    status_line = ", ".join(f"{counts[s]} {s}" for s in schema.STATUSES if s in counts)
+    env = environment_table(run.manifest, summary["library"].unique().tolist())
+    timing = summary_table(run)
+    metrics = case_metrics_table(run)
+    problems = problems_table(run)
+    warns = warnings_table(run)
+
+    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, out)
+    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns)
+    md_path, html_path = out / "report.md", out / "report.html"
+    md_path.write_text(md, encoding="utf-8")
+    html_path.write_text(html_page, encoding="utf-8")
+    return [*written, md_path, html_path]
+
+
+def _markdown(
+    run: Run,
+    status_line: str,
+    env: Table,
+    sections: list[tuple[str, list[tuple[str, Path]], Table]],
+    timing: Table,
+    metrics: Table,
+    problems: Table,
+    warns: Table,
+    out: Path,
+) -> str:
+    parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
+             "## Environment", "", env.to_markdown(), ""]
+    if not sections:
+        parts += ["No case finished ok: there is nothing to plot.", ""]
+    for title, images, pivot in sections:
+        parts += [f"## {title}", ""]
+        if pivot.rows:
+            parts += ["Median step time (forward + backward); in brackets the speed-up over torch.",
+                      "", pivot.to_markdown(), ""]
+        for caption, path in images:
+            parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
+    parts += ["## Timing", "", timing.to_markdown(), ""]
+    if metrics.rows:
+        parts += ["## Other metrics per case", "", metrics.to_markdown(), ""]
+    parts += ["## Cases that did not finish ok", ""]
+    parts += [problems.to_markdown() if problems.rows else "None.", ""]
+    if warns.rows:
+        parts += ["## Measurement warnings", "", warns.to_markdown(), ""]
+    return "\n".join(parts)
+
+
+def _html(
+    run: Run,
+    status_line: str,
+    env: Table,
+    sections: list[tuple[str, list[tuple[str, Path]], Table]],
+    timing: Table,
+    metrics: Table,
+    problems: Table,
+    warns: Table,
+) -> str:
+    esc = html.escape
+    body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
+            "<h2>Environment</h2>", env.to_html()]
+    if not sections:
+        body.append("<p>No case finished ok: there is nothing to plot.</p>")
+    for title, images, pivot in sections:
+        body.append(f"<h2>{esc(title)}</h2>")
+        if pivot.rows:
+            body += ["<p>Median step time (forward + backward); in brackets the speed-up over "
+                     "torch.</p>", pivot.to_html()]
+        for caption, path in images:
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{esc(caption)}</figcaption></figure>")
+    body += ["<h2>Timing</h2>", timing.to_html()]
+    if metrics.rows:
+        body += ["<h2>Other metrics per case</h2>", metrics.to_html()]
+    body.append('<h2 class="bad">Cases that did not finish ok</h2>')
+    body.append(problems.to_html() if problems.rows else "<p>None.</p>")
+    if warns.rows:
+        body += ["<h2>Measurement warnings</h2>", warns.to_html()]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>snnbench report {esc(run.run_id)}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )
+
+
+#: the name the CLI imports
+write_report = report
