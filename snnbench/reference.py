@@ -30,7 +30,8 @@ def surrogate_grad(u: FloatArray, name: str, slope: float) -> FloatArray:
             np.float32(1.0) + (np.float32(np.pi / 2) * k * u) ** 2
         )
     elif name == "sigmoid":
-        sig = np.float32(1.0) / (np.float32(1.0) + np.exp(-k * u))
+        # the tanh form of the logistic function cannot overflow for large |k·u|
+        sig = np.float32(0.5) * (np.float32(1.0) + np.tanh(np.float32(0.5) * k * u))
         out = k * sig * (np.float32(1.0) - sig)
     else:
         raise ValueError(f"unknown surrogate {name!r}")

@@ -267,6 +267,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                     record["message"] = text + ": not timed (use --allow-mismatch to time it)"
                     return record
                 record["message"] = text + "; timed anyway (--allow-mismatch)"
+        if not capabilities.exact_gradient and not record["message"]:
+            record["message"] = f"approximate gradient: {capabilities.approximation_note}"
         phase = "measuring"
         measure(adapter, variant, spec, device, job, record)
         record["status"] = "ok"

@@ -55,7 +55,8 @@ def test_shipped_configs_load() -> None:
         config = load_config(REPO / "configs" / f"{name}.toml")
         assert config.cases()
     opennm = load_config(REPO / "configs" / "opennm-2024.toml")
-    assert [s.neurons for s in opennm.cases()] == [512, 4096, 8192, 16384]
+    assert sorted({s.neurons for s in opennm.cases()}) == [512, 4096, 8192, 16384]
+    assert {s.reset for s in opennm.cases()} == {"subtract", "zero"}
     assert {(s.batch_size, s.time_steps, s.dtype) for s in opennm.cases()} == {(16, 500, "float32")}
     scaling = load_config(REPO / "configs" / "scaling.toml")
     assert len(scaling.cases()) == 7 + 5  # n sweep, then T sweep (n=4096,T=500 counted once)

@@ -1,0 +1,198 @@
+"""``norse`` and ``norse-compile``: Norse's ``LIFBoxCell`` stepped over T by a Python loop.
+
+How the canonical network maps onto Norse 1.1 (``norse/torch/functional/lif_box.py``). One
+``LIFBoxCell`` step computes::
+
+    v_decayed = v + dt·tau_mem_inv·(i + v_leak - v)
+    z         = threshold(v_decayed - v_th, method, alpha)       # Heaviside: v_decayed - v_th > 0
+    v_new     = reset_method(z, v_decayed, v_reset, v_th)
+
+With ``dt = 1``, ``tau_mem_inv = 1 - β`` and ``v_leak = 0`` this is ``β·v + (1-β)·i``: the
+canonical ``β·v + x`` when the input current is ``i = x / (1-β)``. That factor is folded into the
+Linear layers (weights and bias times ``1/(1-β)``, exact for β = 0.875 where it is 8), so the cell
+sees membranes in canonical units and no extra op runs per step. The gradients reported for the
+canonical weights are the library's gradients times ``1/(1-β)`` (the chain rule of that fixed
+rescaling).
+
+* The spike test is strict (``> 0``); passing ``v_th`` = the largest float below θ
+  (:func:`strict_threshold`) makes it exactly the canonical ``v >= θ``. The subtractive reset
+  uses Norse's own ``reset_subtract`` with the exact θ.
+* The loop is per step (one ``LIFBoxCell`` call per time step, with the state carried), not one
+  call on the whole (T, B, n) tensor, which would be a single step of a (T·B·n)-neuron layer.
+* Norse's reset always carries gradient through the spike (``(1-z)·v + z·(v - θ)``): only
+  ``detach_reset=False`` can be built.
+* Surrogates are a fixed menu selected by name: ``fast_sigmoid`` maps to ``"super"``, which is
+  ``1 / (1 + |u|)²`` whatever ``alpha`` says (slope fixed at 1); ``sigmoid`` maps to ``"tanh"``
+  with ``alpha = slope/2``, whose derivative ``1 - tanh²(slope·u/2)`` is the spec's
+  ``slope·σ(1-σ)`` times ``4/slope``. So gradients are exact only for fast_sigmoid with slope 1
+  and sigmoid with slope 4; otherwise the adapter runs with ``exact_gradient=False`` and the
+  verification's gradient cosine says how far off they are. ``atan`` has no Norse counterpart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.adapters.torch_variants import COLD_COMPILE_ENV
+from snnbench.spec import DTYPES, CaseData, NetworkSpec
+
+#: spec surrogate → (Norse threshold method, alpha as a function of the spec slope)
+NORSE_SURROGATES: dict[str, tuple[str, Callable[[float], float]]] = {
+    "fast_sigmoid": ("super", lambda slope: slope),  # alpha is ignored by Norse's SuperSpike
+    "sigmoid": ("tanh", lambda slope: slope / 2.0),
+}
+
+APPROXIMATION_NOTE = (
+    "Norse's surrogates are a fixed menu: fast_sigmoid → 'super' = 1/(1+|u|)² (slope fixed at 1, "
+    "alpha ignored), sigmoid → 'tanh' with alpha=slope/2 = (4/slope)·the spec's; gradients are "
+    "exact only at fast_sigmoid slope 1 or sigmoid slope 4"
+)
+
+
+def _reset_subtract_exact(theta: float) -> Callable[..., Any]:
+    """Norse's ``reset_subtract`` with the canonical θ (the cell's ``v_th`` is one ulp below)."""
+    from norse.torch.functional.reset import reset_subtract
+
+    def reset(z: Any, v: Any, v_reset: Any, v_th: Any) -> Any:
+        return reset_subtract(z, v, v_reset, theta)
+
+    return reset
+
+
+def build_norse_network(
+    spec: NetworkSpec, data: CaseData, device: str
+) -> tuple[Callable[[Any], Any], Any, float]:
+    """(network, linears, grad_scale): (T, B, n) input → (T, B, n) spikes through LIFBoxCells.
+
+    ``linears`` hold the case's weights times ``grad_scale = 1/(1-β)``; multiply their gradients
+    by ``grad_scale`` to get the gradients of the canonical weights.
+    """
+    import torch
+    from norse.torch import LIFBoxCell, LIFBoxParameters
+    from norse.torch.functional.lif_box import LIFBoxFeedForwardState
+    from norse.torch.functional.reset import reset_value
+
+    from snnbench.adapters._torch_common import make_linears, strict_threshold, torch_dtype
+
+    beta, theta = float(spec.beta), float(spec.threshold)
+    scale = 1.0 / (1.0 - beta)
+    linears = make_linears(spec, data, device)
+    with torch.no_grad():
+        for lin in linears:
+            lin.weight.mul_(scale)
+            if lin.bias is not None:
+                lin.bias.mul_(scale)
+    method, alpha_of = NORSE_SURROGATES[spec.surrogate]
+    params = LIFBoxParameters(
+        # Python floats: the same arithmetic as 0-dim tensors, without per-step tensor ops
+        tau_mem_inv=1.0 - beta,  # type: ignore[arg-type]
+        v_leak=0.0,  # type: ignore[arg-type]
+        v_th=strict_threshold(theta, torch_dtype(spec)),  # type: ignore[arg-type]
+        v_reset=0.0,  # type: ignore[arg-type]
+        method=method,
+        alpha=alpha_of(float(spec.surrogate_slope)),
+        reset_method=_reset_subtract_exact(theta) if spec.reset == "subtract" else reset_value,
+    )
+    cells = [LIFBoxCell(params, dt=1.0) for _ in range(spec.layers)]
+
+    def network(inp: torch.Tensor) -> torch.Tensor:
+        h = inp
+        for lin, cell in zip(linears, cells, strict=True):
+            cur = lin(h)
+            state = LIFBoxFeedForwardState(v=torch.zeros_like(cur[0]))
+            out = []
+            for x_t in cur.unbind(0):
+                z, state = cell(x_t, state)
+                out.append(z)
+            h = torch.stack(out)
+        return h
+
+    return network, linears, scale
+
+
+class NorseAdapter(Adapter):
+    """Norse ``LIFBoxCell`` per step (see the module docstring for the mapping)."""
+
+    name = "norse"
+    library = "norse"
+    module = "norse.torch"
+    framework = "torch"
+    description = "Norse LIFBoxCell, Python loop over T (reset gradient never detached)"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            dtypes=DTYPES,
+            surrogates=tuple(NORSE_SURROGATES),
+            detach_reset=(False,),
+            exact_gradient=False,
+            approximation_note=APPROXIMATION_NOTE,
+        )
+
+    def reason_skipped(self, spec: NetworkSpec, device: str, variant: str) -> str | None:
+        reason = super().reason_skipped(spec, device, variant)
+        if reason is None and spec.beta >= 1.0:
+            # tau_mem_inv = 1 - beta = 0 leaves the input out entirely; 1/(1-beta) is infinite
+            reason = "beta=1 not supported (Norse's leak scales the input by 1-beta)"
+        return reason
+
+    def _network(self, spec: NetworkSpec, data: CaseData, device: str) -> tuple[Any, Any, float]:
+        reason = self.reason_skipped(spec, device, self.variants[0])
+        if reason:
+            raise CaseSkipped(reason)
+        return build_norse_network(spec, data, device)
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        from snnbench.adapters._torch_common import input_tensor
+
+        network, linears, scale = self._network(spec, data, device)
+        return _scaled_model(network, linears, input_tensor(spec, data, device), device, scale)
+
+
+class NorseCompileAdapter(NorseAdapter):
+    """The same Norse loop under ``torch.compile`` (compiled lazily on the first call)."""
+
+    name = "norse-compile"
+    description = "Norse LIFBoxCell loop under torch.compile (compile time in first call)"
+
+    def worker_env(self, variant: str) -> dict[str, str]:
+        return dict(COLD_COMPILE_ENV)
+
+    def check_variant(self, variant: str, device: str) -> None:
+        from snnbench.adapters._torch_common import compile_unavailable_reason
+
+        reason = compile_unavailable_reason(device)
+        if reason:
+            raise AdapterUnavailable(reason)
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        import torch
+
+        from snnbench.adapters._torch_common import input_tensor
+
+        network, linears, scale = self._network(spec, data, device)
+        # A fresh dynamo cache: every build compiles (its cost is the first call's), and no
+        # earlier build's guards count towards the recompile limit (past it dynamo runs eager).
+        torch._dynamo.reset()
+        compiled = torch.compile(network)
+        return _scaled_model(compiled, linears, input_tensor(spec, data, device), device, scale)
+
+
+def _scaled_model(network: Any, linears: Any, x: Any, device: str, scale: float) -> Model:
+    """A :class:`TorchModel` reporting gradients of the canonical (unscaled) weights."""
+    import numpy as np
+
+    from snnbench.adapters._torch_common import TorchModel
+
+    factor = np.float32(scale)
+
+    class ScaledGradModel(TorchModel):
+        """Gradients of the canonical weights, from those of the rescaled Linear layers."""
+
+        def gradients(self) -> tuple[list[Any], list[Any]]:
+            grad_w, grad_b = super().gradients()
+            # d loss / d W = d loss / d (scale·W) · scale
+            return [g * factor for g in grad_w], [g * factor for g in grad_b]
+
+    return ScaledGradModel(network, linears, x, device)
