@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench.adapters._jax_common import JaxAdapterBase
-
 from snnbench.adapter import Model
+from snnbench.adapters._jax_common import JaxAdapterBase
 from snnbench.spec import CaseData, NetworkSpec
 
 
@@ -35,6 +34,7 @@ def build_haiku_network(spec: NetworkSpec) -> Any:
     import haiku as hk
     import jax.numpy as jnp
     from jax import lax
+
     from snnbench.adapters._jax_common import lax_precision, make_spike_fn
 
     spike = make_spike_fn(spec)
@@ -82,6 +82,7 @@ class HaikuAdapter(JaxAdapterBase):
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import jax
+
         from snnbench.adapters._jax_common import JaxModel, device_array, jax_device
 
         self._require_supported(spec, device, variant)

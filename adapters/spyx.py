@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench.adapters._jax_common import JaxAdapterBase
-
 from snnbench.adapter import Model
+from snnbench.adapters._jax_common import JaxAdapterBase
 from snnbench.spec import CaseData, NetworkSpec
 
 
@@ -88,6 +87,7 @@ def build_spyx_network(spec: NetworkSpec, data: CaseData) -> Any:
     import jax.numpy as jnp
     import spyx
     from flax import nnx
+
     from snnbench.adapters._jax_common import (
         heaviside_ge,
         jax_dtype,
@@ -145,6 +145,7 @@ class SpyxAdapter(JaxAdapterBase):
         import jax
         import spyx
         from flax import nnx
+
         from snnbench.adapters._jax_common import JaxModel, device_array, jax_device
 
         self._require_supported(spec, device, variant)

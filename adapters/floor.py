@@ -1,0 +1,113 @@
+"""``floor``: the workload's GEMMs alone, a lower bound for every adapter in the same run.
+
+Not a network: it computes no LIF (``verifiable=False``), only the matrix products that any
+implementation of the canonical network must perform, at the case's shape, dtype and matmul
+precision, into preallocated buffers:
+
+* forward phase: Y = X Wᵀ (+ b) over all T·B rows, per layer;
+* backward phase: dW = dYᵀ X per layer, and dX = dY W for every layer whose input needs a
+  gradient, i.e. layers 2..L (the network input needs none, so no adapter computes dX for
+  layer 1 and neither does the floor; otherwise a fused adapter could run below its "floor").
+  dY is a fixed Gaussian tensor (dense values: no zeros or denormals that could speed a GEMM);
+* step: both.
+
+The harness divides each adapter's step time by this one (``floor_ratio``). The element-wise
+LIF scans are not part of the floor: it is the GEMM ceiling of the hardware, not of a design.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from snnbench.adapter import Adapter, Capabilities, Model
+from snnbench.spec import DTYPES, SURROGATES, CaseData, FloatArray, NetworkSpec
+
+
+class FloorModel(Model):
+    """Runs the case's GEMMs with torch (cuBLAS / MKL) into buffers allocated once."""
+
+    def __init__(self, spec: NetworkSpec, data: CaseData, device: str) -> None:
+        import torch
+
+        from snnbench.adapters._torch_common import torch_dtype
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.shape = spec.input_shape()
+        dtype = torch_dtype(spec)
+        rows = spec.time_steps * spec.batch_size
+        n = spec.neurons
+
+        def tensor(a: FloatArray) -> Any:
+            return torch.from_numpy(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
+
+        self.x = tensor(data.inputs.reshape(rows, n))
+        self.weights = [tensor(w) for w in data.weights]
+        self.biases = [tensor(b) for b in data.biases] if spec.bias else None
+        rng = np.random.Generator(np.random.PCG64(spec.seed + 1))
+        self.dy = tensor(rng.standard_normal((rows, n)).astype(np.float32))
+        self.y = [torch.empty((rows, n), dtype=dtype, device=self.device) for _ in data.weights]
+        self.dw = [torch.empty((n, n), dtype=dtype, device=self.device) for _ in data.weights]
+        self.dx = [torch.empty((rows, n), dtype=dtype, device=self.device) for _ in data.weights]
+
+    def forward(self) -> Any:
+        torch = self.torch
+        for layer, w in enumerate(self.weights):
+            # each layer's input has the case's shape; its values do not change GEMM cost
+            if self.biases is not None:
+                torch.addmm(self.biases[layer], self.x, w.t(), out=self.y[layer])
+            else:
+                torch.mm(self.x, w.t(), out=self.y[layer])
+        return self.y
+
+    def backward(self, handle: Any) -> None:
+        torch = self.torch
+        for layer, w in enumerate(self.weights):
+            torch.mm(self.dy.t(), self.x, out=self.dw[layer])
+            if layer > 0:  # layer 1's input is the network input: no gradient needed
+                torch.mm(self.dy, w, out=self.dx[layer])
+
+    def zero_grad(self) -> None:
+        """Nothing accumulates: every GEMM overwrites its preallocated output."""
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def spikes(self, handle: Any) -> FloatArray:
+        """Zeros of the output shape: the floor computes no spikes."""
+        return np.zeros(self.shape, dtype=np.float32)
+
+    def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
+        """Zeros of the gradient shapes: the floor computes no network gradients."""
+        n = self.shape[2]
+        layers = len(self.weights)
+        return (
+            [np.zeros((n, n), dtype=np.float32) for _ in range(layers)],
+            [np.zeros(n, dtype=np.float32) for _ in range(layers)],
+        )
+
+
+class FloorAdapter(Adapter):
+    """The GEMM floor of each case (see the module docstring)."""
+
+    name = "floor"
+    library = "torch"
+    framework = "torch"
+    description = "GEMMs of the workload alone (fwd Y=XWᵀ+b; bwd dW, dX): the speed floor"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cpu", "cuda"),
+            dtypes=DTYPES,
+            surrogates=SURROGATES,
+            exact_dynamics=False,
+            exact_gradient=False,
+            approximation_note="GEMM floor, not a network",
+            verifiable=False,
+        )
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        return FloorModel(spec, data, device)

@@ -1,0 +1,99 @@
+"""``fused``: snnbench's own fused Linear + LIF (one GEMM + one compiled scan per layer).
+
+The reference fast backend (``snnbench.fused``): on CUDA, cuBLAS GEMMs and Triton scan kernels;
+on the CPU, MKL/oneDNN GEMMs and a small C++ scan compiled at first use (in
+:meth:`FusedAdapter.check_variant`, so a failed build is an ``unavailable`` row with the
+compiler's message, and the one-off compilation is never inside a timed phase). Its forward is
+bit-identical to the NumPy reference given the same GEMM output; see docs/fused.md.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class FusedAdapter(Adapter):
+    """snnbench.fused.FusedLinearLIF layers (functional form) stacked ``spec.layers`` times."""
+
+    name = "fused"
+    library = "snnbench"
+    module = "snnbench.fused"
+    framework = "torch"
+    description = "snnbench's fused Linear+LIF: one GEMM + Triton (CUDA) / C++ (CPU) scan"
+
+    def version(self) -> str:
+        """snnbench's version with the torch (and triton) it runs on."""
+        try:
+            import torch
+        except Exception as exc:  # a broken torch install is "unavailable", not a crash
+            raise AdapterUnavailable(f"cannot import torch: {type(exc).__name__}: {exc}") from exc
+        own = _dist_version(self.library) or "unknown"
+        triton = _dist_version("triton")
+        extra = f", triton {triton}" if triton else ""
+        return f"{own} (torch {torch.__version__}{extra})"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cpu", "cuda"),
+            dtypes=DTYPES,
+            surrogates=SURROGATES,
+            exact_dynamics=True,
+            exact_gradient=True,
+        )
+
+    def check_variant(self, variant: str, device: str) -> None:
+        """CUDA: Triton must import and a GPU be visible. CPU: compile (or load) the scan."""
+        if device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise AdapterUnavailable("no CUDA device visible to torch")
+            try:
+                import triton  # noqa: F401
+            except Exception as exc:
+                raise AdapterUnavailable(
+                    f"the CUDA path needs triton: {type(exc).__name__}: {exc}"
+                ) from exc
+            return
+        from snnbench.fused.cpu import BuildError, build
+
+        try:
+            build()
+        except BuildError as exc:
+            raise AdapterUnavailable(f"the CPU scan could not be built: {exc}") from exc
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        from snnbench.adapters._torch_common import TorchModel, input_tensor, make_linears
+        from snnbench.fused import LIFParams, fused_linear_lif
+
+        self.check_variant(variant, device)  # no-op once built; makes build() usable alone
+        linears = make_linears(spec, data, device)
+        params = LIFParams(
+            beta=float(spec.beta),
+            threshold=float(spec.threshold),
+            reset=spec.reset,
+            surrogate=spec.surrogate,
+            slope=float(spec.surrogate_slope),
+            detach_reset=spec.detach_reset,
+        )
+        backend = "triton" if device == "cuda" else "cpu"
+
+        def network(inp: Any) -> Any:
+            h = inp
+            for lin in linears:
+                h = fused_linear_lif(h, lin.weight, lin.bias, params, backend)
+            return h
+
+        model: Model = TorchModel(network, linears, input_tensor(spec, data, device), device)
+        return model
