@@ -15,7 +15,9 @@ import pytest
 
 from tests.conftest import FAKE_PLUGIN_DIR, REPO, run_cli
 
-FAST = ["--repeats", "3", "--warmup", "1", "--threads", "1", "--device", "cpu"]
+# ci-smoke keeps the spec defaults (fast sigmoid, detached subtract reset) the fakes declare
+FAST = ["--config", "ci-smoke", "--repeats", "3", "--warmup", "1", "--threads", "1",
+        "--device", "cpu"]
 
 
 def _env() -> dict[str, str]:

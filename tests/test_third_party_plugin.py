@@ -28,7 +28,7 @@ def test_example_plugin_installs_lists_and_runs(tmp_path: Path) -> None:
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["numpy-loop"]["available"] is True
     out = tmp_path / "run"
-    ran = run_cli("run", "--adapters", "numpy-loop", "--neurons", "16", "--steps", "10",
+    ran = run_cli("run", "--config", "ci-smoke", "--adapters", "numpy-loop", "--neurons", "16", "--steps", "10",
                   "--batch-size", "2", "--reset", "both", "--repeats", "3", "--threads", "1",
                   "--device", "cpu", "--out", str(out), env=env)
     assert ran.returncode == 0, ran.stderr + ran.stdout
