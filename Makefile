@@ -46,7 +46,7 @@ test: setup
 	$(VENV)/bin/pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check snnbench adapters tests
+	$(VENV)/bin/ruff check snnbench adapters tests docker examples
 
 typecheck: setup
 	$(VENV)/bin/mypy snnbench

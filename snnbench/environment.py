@@ -118,16 +118,23 @@ def git_state(repo: Path | None = None) -> dict[str, Any]:
         ).stdout.strip()
         return {"git_commit": commit, "git_dirty": bool(dirty)}
     except (OSError, subprocess.SubprocessError):
+        # inside the Docker image there is no .git: the build records the commit instead
+        built = os.environ.get("SNNBENCH_GIT_COMMIT", "")
+        if built and built != "unknown":
+            return {"git_commit": built.removesuffix("-dirty"),
+                    "git_dirty": built.endswith("-dirty")}
         return {"git_commit": None, "git_dirty": None}
 
 
 def container_image() -> dict[str, str | None] | None:
     """The Docker image a containerised run used (set by docker/docker.mk), else None."""
-    tag = os.environ.get("SNNBENCH_IMAGE_TAG")
-    digest = os.environ.get("SNNBENCH_IMAGE_DIGEST")
+    # compose passes unset variables as empty strings
+    tag = os.environ.get("SNNBENCH_IMAGE_TAG") or None
+    digest = os.environ.get("SNNBENCH_IMAGE_DIGEST") or None
     if not tag and not digest:
         return None
-    return {"tag": tag, "digest": digest}
+    return {"tag": tag, "digest": digest,
+            "repo_digests": os.environ.get("SNNBENCH_IMAGE_REPO_DIGESTS") or None}
 
 
 def collect_environment() -> dict[str, Any]:

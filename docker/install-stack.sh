@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Install the locked snnbench stack into the active Python environment, one step at a time.
+# docker/Dockerfile runs one step per image layer; the same steps rehearse the CPU image's
+# install in a plain venv (docker/README.md, "What was checked here").
+#
+#   docker/install-stack.sh TARGET STEP
+#     TARGET  gpu | cpu      the lock is docker/requirements-TARGET.txt
+#     STEP    tools    pip, setuptools, wheel, setuptools-scm, ninja (every later build runs
+#                      with --no-build-isolation, against exactly these)
+#             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
+#                      set TORCH_INDEX= to use pip's configured indexes instead)
+#             locked   every other pin of the resolved part of the lock, --no-deps
+#             native   gpu only: SpikingJelly from its sdist with its native CUDA operators, and
+#                      sinabs-exodus from its sdist, both compiled against the installed torch
+#                      (needs nvcc and TORCH_CUDA_ARCH_LIST)
+#             outside  lava-dl, whose wheels declare Requires-Python <3.11
+#             project  snnbench itself, from the repository root
+#             all      the above, in order
+#
+# Every install is --no-deps: the lock is the complete list, so nothing is resolved here.
+set -euo pipefail
+
+usage="usage: $0 gpu|cpu tools|torch|locked|native|outside|project|all"
+target=${1:?$usage}
+step=${2:?$usage}
+case $target in gpu | cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+lock=$here/requirements-$target.txt
+python=${PYTHON:-python}
+pip=("$python" -m pip install --no-deps --no-cache-dir --disable-pip-version-check)
+marker='^# >>> installed outside the resolver'
+build_tools='^(pip|setuptools|setuptools-scm|vcs-versioning|packaging|wheel|ninja)=='
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The resolved part of the lock: pin lines above the marker.
+resolved() { sed "/$marker/,\$d" "$lock" | grep -E '^[A-Za-z0-9]'; }
+
+# The exact pin of one package, from anywhere in the lock ("name==version").
+pin() {
+    local line
+    line=$(grep -E "^$1==" "$lock" | head -n 1) || true
+    if [[ -z $line ]]; then
+        echo "$lock pins no $1" >&2
+        return 1
+    fi
+    echo "$line"
+}
+
+step_tools() {
+    resolved | grep -E "$build_tools" >"$work/tools.txt"
+    "${pip[@]}" -r "$work/tools.txt"
+}
+
+step_torch() {
+    [[ $target == cpu ]] || return 0
+    resolved | grep -E '^(torch|torchvision)==' >"$work/torch.txt"
+    local index=${TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+    "${pip[@]}" ${index:+--index-url "$index"} -r "$work/torch.txt"
+}
+
+step_locked() {
+    local skip
+    if [[ $target == cpu ]]; then
+        skip="$build_tools|^(torch|torchvision)=="  # from the CPU index, in step_torch
+    else
+        skip="$build_tools|^spikingjelly=="  # rebuilt from source, in step_native
+    fi
+    resolved | grep -Ev "$skip" >"$work/locked.txt"
+    "${pip[@]}" --no-build-isolation -r "$work/locked.txt"
+}
+
+step_native() {
+    [[ $target == gpu ]] || return 0
+    : "${TORCH_CUDA_ARCH_LIST:?set TORCH_CUDA_ARCH_LIST: no GPU is visible while building}"
+    # nvcc compiles the architectures of one file in parallel.
+    export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:---threads 0}"
+    # SpikingJelly 2.x ships its CUDA operators only as sources: SJ_BUILD_NATIVE_CUDA=1 makes its
+    # setup.py compile them and record the torch/CUDA versions they were built against.
+    SJ_BUILD_NATIVE_CUDA=1 "${pip[@]}" --no-build-isolation --no-binary spikingjelly \
+        "$(pin spikingjelly)"
+    # sinabs-exodus is an sdist whose setup.py imports torch: without build isolation it builds
+    # against the locked torch instead of whatever torch an isolated build would download.
+    "${pip[@]}" --no-build-isolation --no-binary sinabs-exodus "$(pin sinabs-exodus)"
+}
+
+step_outside() {
+    # lava-dl 0.6 works on Python 3.11 but declares <3.11; its only runtime dependency the
+    # adapters need (opencv-python-headless) is in the resolved part of the lock.
+    "${pip[@]}" --ignore-requires-python "$(pin lava-dl)"
+}
+
+step_project() {
+    # setuptools builds in the source tree: remove what this build left, and only that.
+    local before made
+    before=$(ls -d "$root/build" "$root"/*.egg-info 2>/dev/null || true)
+    "${pip[@]}" --no-build-isolation "$root"
+    for made in "$root/build" "$root"/*.egg-info; do
+        if [[ -e $made ]] && ! grep -qxF "$made" <<<"$before"; then
+            rm -rf "$made"
+        fi
+    done
+}
+
+case $step in
+    tools | torch | locked | native | outside | project) "step_$step" ;;
+    all) for s in tools torch locked native outside project; do "step_$s"; done ;;
+    *) echo "$usage" >&2; exit 2 ;;
+esac
