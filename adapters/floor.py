@@ -2,7 +2,9 @@
 
 Not a network: it computes no LIF (``verifiable=False``), only the matrix products that any
 implementation of the canonical network must perform, at the case's shape, dtype and matmul
-precision, into preallocated buffers:
+precision, through the fastest GEMM path torch offers (the one the ``fused`` adapter uses,
+:mod:`snnbench.fused.gemm`: cuBLAS on CUDA, oneDNN for float32 on the CPU, where torch's default
+MKL path runs at half the speed on AMD CPUs):
 
 * forward phase: Y = X Wᵀ (+ b) over all T·B rows, per layer;
 * backward phase: dW = dYᵀ X per layer, and dX = dY W for every layer whose input needs a
@@ -26,14 +28,16 @@ from snnbench.spec import DTYPES, SURROGATES, CaseData, FloatArray, NetworkSpec
 
 
 class FloorModel(Model):
-    """Runs the case's GEMMs with torch (cuBLAS / MKL) into buffers allocated once."""
+    """Runs the case's GEMMs with :mod:`snnbench.fused.gemm`."""
 
     def __init__(self, spec: NetworkSpec, data: CaseData, device: str) -> None:
         import torch
 
         from snnbench.adapters._torch_common import torch_dtype
+        from snnbench.fused import gemm
 
         self.torch = torch
+        self.gemm = gemm
         self.device = torch.device(device)
         self.shape = spec.input_shape()
         dtype = torch_dtype(spec)
@@ -48,29 +52,26 @@ class FloorModel(Model):
         self.biases = [tensor(b) for b in data.biases] if spec.bias else None
         rng = np.random.Generator(np.random.PCG64(spec.seed + 1))
         self.dy = tensor(rng.standard_normal((rows, n)).astype(np.float32))
-        self.y = [torch.empty((rows, n), dtype=dtype, device=self.device) for _ in data.weights]
-        self.dw = [torch.empty((n, n), dtype=dtype, device=self.device) for _ in data.weights]
-        self.dx = [torch.empty((rows, n), dtype=dtype, device=self.device) for _ in data.weights]
+        self.grads: list[Any] = []
 
     def forward(self) -> Any:
-        torch = self.torch
-        for layer, w in enumerate(self.weights):
-            # each layer's input has the case's shape; its values do not change GEMM cost
-            if self.biases is not None:
-                torch.addmm(self.biases[layer], self.x, w.t(), out=self.y[layer])
-            else:
-                torch.mm(self.x, w.t(), out=self.y[layer])
-        return self.y
+        # every layer's input has the case's shape; its values do not change a GEMM's cost
+        return [
+            self.gemm.linear(self.x, w, self.biases[layer] if self.biases is not None else None)
+            for layer, w in enumerate(self.weights)
+        ]
 
     def backward(self, handle: Any) -> None:
-        torch = self.torch
+        grads = []
         for layer, w in enumerate(self.weights):
-            torch.mm(self.dy.t(), self.x, out=self.dw[layer])
+            grads.append(self.gemm.grad_weight(self.dy, self.x))
             if layer > 0:  # layer 1's input is the network input: no gradient needed
-                torch.mm(self.dy, w, out=self.dx[layer])
+                grads.append(self.gemm.grad_input(self.dy, w))
+        self.grads = grads
 
     def zero_grad(self) -> None:
-        """Nothing accumulates: every GEMM overwrites its preallocated output."""
+        """Drop the previous backward's results (as the networks drop their gradients)."""
+        self.grads = []
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

@@ -1,0 +1,633 @@
+"""snnbench.fused (the fused Linear + LIF layer), its ``fused`` adapter and the ``floor`` adapter.
+
+Both scan backends are checked on the CPU against the NumPy reference and the plain PyTorch
+reference network:
+
+* the compiled C++ scan (the CPU path) directly, in this process;
+* the Triton kernels — the same ``@triton.jit`` functions the GPU runs — under Triton's
+  interpreter (``TRITON_INTERPRET=1``), in one subprocess so that the interpreter setting never
+  leaks into other tests. The interpreter is slow, so those shapes are tiny.
+
+Checks: forward spikes identical (100 %) to the reference in float32 (the scan itself is
+bit-exact given the same GEMM output), weight/bias gradients with cosine >= 0.99999 and max
+relative error <= 1e-4, for both resets, three surrogates, detached and attached reset, and the
+edge cases T=1, B=1, n not a multiple of the block, non-contiguous input, stride-0 and
+arbitrary-stride upstream gradients, zero input, exact threshold ties, 16-bit dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from snnbench.adapter import AdapterUnavailable
+from snnbench.adapters.floor import FloorAdapter
+from snnbench.adapters.fused import FusedAdapter
+from snnbench.adapters.torch_ref import build_reference_network
+from snnbench.fused import FusedLinearLIF, LIFParams, fused_linear_lif
+from snnbench.reference import _lif_backward, _lif_forward, run_reference
+from snnbench.spec import CaseData, NetworkSpec, make_case_data
+from snnbench.verify import MIN_SPIKE_MATCH, check_adapter, reference_for
+
+GRAD_COSINE = 0.99999
+GRAD_REL_ERR = 1e-4
+HERE = Path(__file__).resolve().parent
+
+# -- shared checking code (runs here for the CPU backend, in the subprocess for Triton) -------
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a64, b64 = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a64), np.linalg.norm(b64)
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    return float(a64 @ b64 / (na * nb)) if na and nb else 0.0
+
+
+def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
+    scale = float(np.abs(ref).max()) or 1.0
+    return float(np.abs(a.astype(np.float64) - ref).max() / scale)
+
+
+def _params(spec: NetworkSpec) -> LIFParams:
+    return LIFParams(
+        beta=spec.beta,
+        threshold=spec.threshold,
+        reset=spec.reset,
+        surrogate=spec.surrogate,
+        slope=spec.surrogate_slope,
+        detach_reset=spec.detach_reset,
+    )
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+def _run_fused(
+    data: CaseData,
+    backend: str,
+    x: torch.Tensor | None = None,
+    grad: torch.Tensor | None = None,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Forward + backward of the fused network on ``data`` (float32 or the spec's dtype)."""
+    spec = data.spec
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+        spec.dtype
+    ]
+    ws = [torch.from_numpy(w).to(device, dtype).requires_grad_() for w in data.weights]
+    bs = [torch.from_numpy(b).to(device, dtype).requires_grad_() for b in data.biases]
+    h = torch.from_numpy(data.inputs).to(device, dtype) if x is None else x.to(device)
+    for w, b in zip(ws, bs, strict=True):
+        h = fused_linear_lif(h, w, b if spec.bias else None, _params(spec), backend)
+    if grad is None:
+        h.sum().backward()  # the stride-0 upstream gradient
+    else:
+        h.backward(grad.to(device))
+    return {
+        "spikes": _np(h),
+        "gw": [_np(w.grad) for w in ws],  # type: ignore[arg-type]
+        "gb": [_np(b.grad) if b.grad is not None else np.zeros(b.shape, np.float32) for b in bs],
+    }
+
+
+def _run_torch_reference(data: CaseData, grad: torch.Tensor | None = None) -> dict[str, Any]:
+    network, linears = build_reference_network(data.spec, data, "cpu")
+    out = network(torch.from_numpy(data.inputs))
+    if grad is None:
+        out.sum().backward()
+    else:
+        out.backward(grad)
+    return {
+        "spikes": out.detach().numpy(),
+        "gw": [lin.weight.grad.numpy() for lin in linears],
+        "gb": [
+            lin.bias.grad.numpy() if lin.bias is not None else np.zeros(lin.out_features)
+            for lin in linears
+        ],
+    }
+
+
+def _compare(out: dict[str, Any], ref_spikes: np.ndarray, ref_gw: Any, ref_gb: Any) -> dict[str, float]:
+    gw = np.concatenate([g.ravel() for g in out["gw"]])
+    rw = np.concatenate([np.asarray(g).ravel() for g in ref_gw])
+    gb = np.concatenate([g.ravel() for g in out["gb"]])
+    rb = np.concatenate([np.asarray(g).ravel() for g in ref_gb])
+    return {
+        "spike_match": float((out["spikes"] == ref_spikes).mean()),
+        "spike_rate": float(ref_spikes.mean()),
+        "w_cos": _cosine(gw, rw),
+        "w_rel": _rel_err(gw, rw),
+        "b_cos": _cosine(gb, rb),
+        "b_rel": _rel_err(gb, rb),
+    }
+
+
+def _vs_reference(data: CaseData, backend: str, **kw: Any) -> dict[str, float]:
+    ref = run_reference(data)
+    return _compare(_run_fused(data, backend, **kw), ref.output_spikes, ref.grad_weights,
+                    ref.grad_biases)
+
+
+def _vs_torch(
+    data: CaseData, backend: str, grad: torch.Tensor | None = None, device: str = "cpu"
+) -> dict[str, float]:
+    ref = _run_torch_reference(data, grad)
+    out = _run_fused(data, backend, grad=grad, device=device)
+    return _compare(out, ref["spikes"], ref["gw"], ref["gb"])
+
+
+def _scan_exactness(
+    backend: str, spec: NetworkSpec, dtype: torch.dtype, device: str = "cpu"
+) -> dict[str, float]:
+    """The scans alone on a given y: forward against reference._lif_forward bit for bit,
+    backward dY against reference._lif_backward (with the stride-0 gradient of a sum)."""
+    from snnbench.fused.autograd import scan_module
+
+    scans = scan_module(backend)
+    t, b, n = spec.input_shape()
+    rng = np.random.default_rng(7)
+    y = torch.from_numpy((rng.standard_normal((t, b, n)) * 1.2).astype(np.float32))
+    y = y.to(device, dtype)
+    y_np = _np(y)
+    vpre = y.clone() if dtype == torch.float32 else torch.empty(t, b, n, device=device)
+    spikes = torch.empty(t, b, n, dtype=dtype, device=device)
+    src = vpre if dtype == torch.float32 else y
+    scans.scan_forward(src.view(t, -1), vpre.view(t, -1), spikes.view(t, -1), _params(spec))
+    ref_s, ref_v = _lif_forward(y_np, spec)
+    grad = torch.ones((), dtype=dtype, device=device).expand(t, b, n)
+    dy = vpre if dtype == torch.float32 else torch.empty(t, b, n, dtype=dtype, device=device)
+    keep_v = vpre.clone()
+    db = scans.scan_backward(vpre, grad, dy, _params(spec), True)
+    ref_dy = _lif_backward(np.ones_like(y_np), ref_s, ref_v, spec)
+    assert db is not None
+    return {
+        "spikes_equal": float((_np(spikes) == ref_s).mean()),
+        "vpre_equal": float((_np(keep_v) == ref_v).mean()),
+        "dy_rel": _rel_err(_np(dy), ref_dy),
+        "db_rel": _rel_err(_np(db), ref_dy.reshape(-1, n).sum(0)),
+    }
+
+
+def _tile_check(
+    spec: NetworkSpec, blocks: tuple[int, int], device: str = "cpu"
+) -> dict[str, float]:
+    """The Triton backward with a forced (BLOCK_B, BLOCK_N) tile: several batch blocks (the
+    partial bias sums), masked rows and columns, and an arbitrary-strided upstream gradient."""
+    from snnbench.fused import triton_kernels
+
+    t, b, n = spec.input_shape()
+    rng = np.random.default_rng(11)
+    y = torch.from_numpy((rng.standard_normal((t, b, n)) * 1.2).astype(np.float32))
+    ref_s, ref_v = _lif_forward(y.numpy(), spec)
+    grad_np = rng.standard_normal((b, n, t)).astype(np.float32)
+    # (T, B, n) with strides (1, n*T, T)
+    grad = torch.from_numpy(grad_np).to(device).permute(2, 0, 1)
+    vpre = torch.from_numpy(ref_v.copy()).to(device)
+    db = triton_kernels.scan_backward(vpre, grad, vpre, _params(spec), True, blocks=blocks)
+    ref_dy = _lif_backward(np.ascontiguousarray(_np(grad)), ref_s, ref_v, spec)
+    assert db is not None
+    return {
+        "dy_rel": _rel_err(_np(vpre), ref_dy),
+        "db_rel": _rel_err(_np(db), ref_dy.reshape(-1, n).sum(0)),
+    }
+
+
+def _tie_data() -> CaseData:
+    """Inputs that put v_pre exactly on the threshold: identity weights, zero bias, and
+    sequences such as 1.0 | 0.5, 0.5625 (0.875·0.5 + 0.5625 = 1.0 exactly) next to values one
+    ulp below."""
+    spec = NetworkSpec(neurons=6, batch_size=2, time_steps=4, bias=True, seed=0)
+    below = np.nextafter(np.float32(1.0), np.float32(0.0))
+    x = np.zeros((4, 2, 6), dtype=np.float32)
+    x[0, :, 0] = 1.0  # tie at t=0
+    x[0, :, 1] = below  # one ulp under: no spike
+    x[:3, :, 2] = [[0.5], [0.5625], [0.0]]  # tie reached at t=1 through the leak
+    x[:3, :, 3] = [[0.5], [np.float32(0.5625) - np.float32(2.0**-24)], [0.0]]  # just under
+    x[:, 0, 4] = 1.0  # a tie at every step (subtract: v_post = 0 each time)
+    x[:, 1, 5] = 2.0  # above threshold: zero reset vs subtract differ here
+    return CaseData(
+        inputs=x,
+        weights=(np.eye(6, dtype=np.float32),),
+        biases=(np.zeros(6, dtype=np.float32),),
+        spec=spec,
+    )
+
+
+def _cases(backend: str, small: bool, device: str = "cpu") -> dict[str, Any]:
+    """Every comparison, keyed by name. ``small`` shrinks shapes for the interpreter."""
+    dev = {"device": device}
+    n, b, t = (37, 3, 12) if small else (67, 4, 40)
+    base = NetworkSpec(neurons=n, batch_size=b, time_steps=t, seed=5)
+    results: dict[str, Any] = {}
+    for reset in ("subtract", "zero"):
+        for surrogate in ("fast_sigmoid", "atan", "sigmoid"):
+            for detach in (True, False):
+                spec = base.replace(reset=reset, surrogate=surrogate, detach_reset=detach)
+                key = f"ref/{reset}/{surrogate}/{'detach' if detach else 'attach'}"
+                results[key] = _vs_reference(make_case_data(spec), backend, **dev)
+    for reset in ("subtract", "zero"):
+        data = make_case_data(base.replace(reset=reset, detach_reset=reset == "zero"))
+        results[f"torch/{reset}"] = _vs_torch(data, backend, **dev)
+        # an arbitrary-strided upstream gradient (a transposed view), against torch autograd
+        g = torch.from_numpy(
+            np.random.default_rng(1).standard_normal((b, t, n)).astype(np.float32)
+        ).transpose(0, 1)
+        results[f"torch-grad/{reset}"] = _vs_torch(data, backend, grad=g, **dev)
+    edges = {
+        "T=1": base.replace(time_steps=1),
+        "B=1": base.replace(batch_size=1),
+        "n=1": base.replace(neurons=1, input_std=3.0),
+        "layers=2": base.replace(layers=2),
+        "no-bias": base.replace(bias=False),
+    }
+    for name, spec in edges.items():
+        results[f"edge/{name}"] = _vs_reference(make_case_data(spec), backend, **dev)
+    data = make_case_data(base)
+    x_nc = torch.from_numpy(np.ascontiguousarray(data.inputs.transpose(1, 0, 2))).transpose(0, 1)
+    assert not x_nc.is_contiguous()
+    results["edge/non-contiguous-x"] = _vs_reference(data, backend, x=x_nc, **dev)
+    zero = make_case_data(base)
+    zero = CaseData(inputs=np.zeros_like(zero.inputs), weights=zero.weights,
+                    biases=zero.biases, spec=zero.spec)
+    results["edge/zero-input"] = _vs_reference(zero, backend, **dev)
+    for reset in ("subtract", "zero"):
+        tie = _tie_data()
+        tie = CaseData(inputs=tie.inputs, weights=tie.weights, biases=tie.biases,
+                       spec=tie.spec.replace(reset=reset))
+        out = _run_fused(tie, backend, **dev)
+        ref = run_reference(tie)
+        results[f"tie/{reset}"] = {
+            "spikes": out["spikes"][:, :, :].tolist(),
+            "ref_spikes": ref.output_spikes.tolist(),
+            **_compare(out, ref.output_spikes, ref.grad_weights, ref.grad_biases),
+        }
+    for dtype_name in ("bfloat16", "float16"):
+        spec16 = base.replace(dtype=dtype_name)
+        data16 = make_case_data(spec16)
+        ref16 = reference_for(data16)
+        results[f"dtype/{dtype_name}"] = _compare(
+            _run_fused(data16, backend, **dev), ref16.output_spikes, ref16.grad_weights,
+            ref16.grad_biases
+        )
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for reset in ("subtract", "zero"):
+            spec = base.replace(reset=reset, detach_reset=False, surrogate="atan")
+            results[f"scan/{reset}/{dtype}"] = _scan_exactness(backend, spec, dtype, device)
+    if backend == "triton":
+        spec = base.replace(reset="zero", detach_reset=False, surrogate="sigmoid")
+        for blocks in ((2, 32), (4, 64), (1, 32)):
+            results[f"tile/{blocks[0]}x{blocks[1]}"] = _tile_check(spec, blocks, device)
+    return results
+
+
+def interpreter_main() -> None:
+    """Subprocess entry: run every case on the Triton kernels in the interpreter; print JSON."""
+    import warnings
+
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    warnings.filterwarnings("ignore", category=RuntimeWarning)  # exp overflow in sigmoid
+    from snnbench.fused import triton_kernels
+
+    # the same @triton.jit objects the GPU launches, interpreted
+    kernel = triton_kernels._lif_forward_kernel
+    info = {"kernel_type": type(kernel).__name__}
+    print(json.dumps({"info": info, "results": _cases("triton", small=True)}))
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def _assert_results(results: dict[str, Any]) -> None:
+    for key, r in results.items():
+        if key.startswith(("ref/", "torch", "edge/", "tie/")):
+            assert r["spike_match"] == 1.0, (key, r)
+            assert r["w_cos"] >= GRAD_COSINE, (key, r)
+            assert r["w_rel"] <= GRAD_REL_ERR, (key, r)
+            assert r["b_cos"] >= GRAD_COSINE, (key, r)
+            assert r["b_rel"] <= GRAD_REL_ERR, (key, r)
+        elif key.startswith("dtype/"):
+            dtype = key.split("/")[1]
+            assert r["spike_match"] >= MIN_SPIKE_MATCH[dtype], (key, r)
+            assert r["w_cos"] >= 0.99, (key, r)
+        elif key.startswith("scan/"):
+            # given the same y, the forward scan is the reference bit for bit
+            assert r["spikes_equal"] == 1.0, (key, r)
+            assert r["vpre_equal"] == 1.0, (key, r)
+            tol = 1e-6 if key.endswith("float32") else 1e-2  # dY rounded to 16 bits
+            assert r["dy_rel"] <= tol, (key, r)
+            assert r["db_rel"] <= 1e-5, (key, r)
+        elif key.startswith("tile/"):
+            assert r["dy_rel"] <= 1e-6 and r["db_rel"] <= 1e-5, (key, r)
+    # the tie cases spike exactly where v_pre == threshold
+    for reset in ("subtract", "zero"):
+        s = np.asarray(results[f"tie/{reset}"]["spikes"])
+        assert s[0, :, 0].tolist() == [1.0, 1.0]
+        assert s[:, :, 1].sum() == 0.0
+        assert s[1, :, 2].tolist() == [1.0, 1.0]
+        assert s[:, :, 3].sum() == 0.0
+        assert s[:, 0, 4].tolist() == [1.0] * 4
+
+
+@pytest.fixture(scope="module")
+def interpreter_results() -> dict[str, Any]:
+    """Run the Triton kernels under TRITON_INTERPRET=1 once, in a subprocess."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONWARNINGS="ignore")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_fused; "
+        "test_fused.interpreter_main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(HERE)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    payload: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return payload
+
+
+def test_triton_kernels_run_in_the_interpreter(interpreter_results: dict[str, Any]) -> None:
+    assert interpreter_results["info"]["kernel_type"] == "InterpretedFunction"
+
+
+def test_triton_kernels_match_the_references(interpreter_results: dict[str, Any]) -> None:
+    _assert_results(interpreter_results["results"])
+
+
+@pytest.fixture(scope="module")
+def cpu_results() -> dict[str, Any]:
+    return _cases("cpu", small=False)
+
+
+def test_cpu_scan_matches_the_references(cpu_results: dict[str, Any]) -> None:
+    _assert_results(cpu_results)
+
+
+def test_cpu_and_triton_agree(
+    cpu_results: dict[str, Any], interpreter_results: dict[str, Any]
+) -> None:
+    # different shapes, same verdicts: every case is present in both (tiles are Triton's)
+    triton_keys = {k for k in interpreter_results["results"] if not k.startswith("tile/")}
+    assert set(cpu_results) == triton_keys
+
+
+def test_backward_twice_raises() -> None:
+    layer = FusedLinearLIF(8, 8, backend="cpu")
+    out = layer(torch.randn(5, 2, 8) * 3)
+    out.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        out.sum().backward()
+
+
+def test_layer_is_a_drop_in_module() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        FusedLinearLIF(16, 32, beta=0.9, reset="zero", surrogate="atan", slope=2.0),
+        FusedLinearLIF(32, 8, bias=False, detach_reset=False),
+    )
+    x = torch.randn(20, 4, 16) * 2
+    x.requires_grad_()
+    out = model(x)
+    assert out.shape == (20, 4, 8)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    names = {name for name, _ in model.named_parameters()}
+    assert names == {"0.weight", "0.bias", "1.weight"}
+    assert all(p.grad is not None for p in model.parameters())
+    assert x.grad is not None and x.grad.shape == x.shape
+    assert "reset='zero'" in repr(model[0])
+    bound = 1.0 / np.sqrt(16)
+    assert float(model[0].bias.detach().abs().max()) <= bound  # nn.Linear's initialisation range
+
+
+def test_invalid_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="reset"):
+        FusedLinearLIF(4, 4, reset="sometimes")
+    with pytest.raises(ValueError, match="time-major"):
+        fused_linear_lif(torch.zeros(4, 4), torch.zeros(4, 4))
+    with pytest.raises(TypeError, match="share one dtype"):
+        fused_linear_lif(torch.zeros(2, 2, 4), torch.zeros(4, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="backend"):
+        fused_linear_lif(torch.zeros(2, 2, 4), torch.zeros(4, 4), backend="cuda-please")
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
+            fused_linear_lif(torch.zeros(2, 2, 4), torch.zeros(4, 4), backend="triton")
+
+
+def test_importing_does_not_import_triton_or_compile() -> None:
+    code = (
+        "import sys, snnbench.fused, snnbench.adapters.fused, snnbench.adapters.floor; "
+        "import snnbench.fused.cpu as c; "
+        "print('triton' in sys.modules, c._lib is None)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ["False", "True"], proc.stderr
+
+
+# -- the adapters ----------------------------------------------------------------------------
+
+SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=30, seed=2)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        SMALL,
+        SMALL.replace(reset="zero", surrogate="sigmoid", detach_reset=False),
+        SMALL.replace(layers=2, surrogate="atan", input_kind="bernoulli", input_rate=0.3),
+    ],
+    ids=["default", "zero-sigmoid-attached", "two-layers"],
+)
+def test_fused_adapter_is_exact_on_cpu(spec: NetworkSpec) -> None:
+    adapter = FusedAdapter()
+    adapter.version()
+    adapter.check_variant("default", "cpu")
+    assert adapter.reason_skipped(spec, "cpu", "default") is None
+    eq, _ = check_adapter(adapter, "default", spec, "cpu")
+    assert eq.spike_match == 1.0 and eq.first_diff_step is None
+    assert eq.grad_cosine >= GRAD_COSINE and eq.bias_grad_cosine >= GRAD_COSINE
+    assert eq.grad_max_rel_err <= GRAD_REL_ERR
+
+
+def test_fused_adapter_bfloat16_on_cpu() -> None:
+    spec = SMALL.replace(dtype="bfloat16")
+    eq, _ = check_adapter(FusedAdapter(), "default", spec, "cpu")
+    assert eq.passes("bfloat16")
+    assert eq.grad_cosine >= 0.99
+
+
+def test_fused_adapter_cuda_unavailable_without_gpu() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: nothing to refuse")
+    with pytest.raises(AdapterUnavailable, match="CUDA"):
+        FusedAdapter().check_variant("default", "cuda")
+
+
+def test_failed_cpu_build_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from snnbench.fused import cpu
+
+    monkeypatch.setattr(cpu, "_source", lambda: "this is not C++\n")
+    monkeypatch.setattr(cpu, "_info", None)
+    monkeypatch.setattr(cpu, "_lib", None)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    with pytest.raises(AdapterUnavailable, match="could not be built"):
+        FusedAdapter().check_variant("default", "cpu")
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    monkeypatch.setattr(cpu.shutil, "which", lambda _name: None)
+    with pytest.raises(AdapterUnavailable, match="no C\\+\\+ compiler"):
+        FusedAdapter().check_variant("default", "cpu")
+
+
+def test_cpu_build_is_cached() -> None:
+    from snnbench.fused import cpu
+
+    info = cpu.build()
+    assert info.path.is_file()
+    assert cpu.build() is info  # once per process
+    code = "import snnbench.fused.cpu as c; i = c.build(); print(i.cached, i.compile_s)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.split() == ["True", "0.0"], proc.stderr
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_floor_adapter_runs_the_gemms(layers: int, bias: bool) -> None:
+    spec = NetworkSpec(neurons=24, batch_size=2, time_steps=5, layers=layers, bias=bias)
+    adapter = FloorAdapter()
+    caps = adapter.capabilities("default")
+    assert not caps.verifiable and not caps.exact_dynamics
+    assert caps.approximation_note == "GEMM floor, not a network"
+    assert adapter.reason_skipped(spec, "cpu", "default") is None
+    data = make_case_data(spec)
+    model = adapter.build(spec, data, "cpu", "default")
+    model.zero_grad()
+    handle = model.forward()
+    model.backward(handle)
+    model.step()
+    model.synchronize()
+    x = data.inputs.reshape(-1, 24)
+    expected = x @ data.weights[0].T + (data.biases[0] if bias else 0.0)
+    np.testing.assert_allclose(handle[0].numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert model.spikes(handle).shape == (5, 2, 24)
+    grad_w, grad_b = model.gradients()
+    assert [g.shape for g in grad_w] == [(24, 24)] * layers
+    assert [g.shape for g in grad_b] == [(24,)] * layers
+    model.close()
+
+
+@pytest.mark.parametrize("choice", ["onednn", "blas"])
+def test_both_cpu_gemm_paths_are_exact(monkeypatch: pytest.MonkeyPatch, choice: str) -> None:
+    from snnbench.fused import gemm
+
+    monkeypatch.setenv(gemm.CPU_GEMM_ENV, choice)
+    gemm._onednn_linear.cache_clear()
+    try:
+        if choice == "onednn" and not torch.backends.mkldnn.is_available():
+            pytest.skip("this torch was built without oneDNN")
+        assert gemm.cpu_gemm_backend() == choice
+        spec = NetworkSpec(neurons=40, batch_size=3, time_steps=20, layers=2, seed=9)
+        r = _vs_reference(make_case_data(spec), "cpu")
+        assert r["spike_match"] == 1.0
+        assert r["w_cos"] >= GRAD_COSINE and r["w_rel"] <= GRAD_REL_ERR
+    finally:
+        gemm._onednn_linear.cache_clear()
+
+
+def test_cpu_scan_with_two_threads() -> None:
+    # T·B·n above the 2 M elements per extra thread: the OpenMP split (ranges cut at multiples
+    # of 32 elements, here with a ragged end) is exercised, forward and backward
+    spec = NetworkSpec(neurons=4100, batch_size=16, time_steps=64, reset="zero",
+                       detach_reset=False)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        r = _scan_exactness("cpu", spec, torch.float32)
+    finally:
+        torch.set_num_threads(old)
+    assert r["spikes_equal"] == 1.0 and r["vpre_equal"] == 1.0
+    assert r["dy_rel"] <= 1e-6 and r["db_rel"] <= 1e-5
+
+
+def test_autocast_does_not_change_the_layer() -> None:
+    torch.manual_seed(1)
+    layer = FusedLinearLIF(24, 24, backend="cpu")
+    x = torch.randn(10, 2, 24) * 2
+    expected = layer(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = layer(x)
+    assert got.dtype == torch.float32
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("slope", [4.0, 25.0])
+def test_cpu_sigmoid_surrogate_accuracy(slope: float) -> None:
+    # the C++ scan's vectorised exp: as close to the exact (float64) surrogate as the NumPy
+    # reference is, over the whole range including exp overflow
+    from snnbench.fused import cpu
+    from snnbench.reference import surrogate_grad
+
+    u = np.concatenate([np.linspace(-40, 40, 20001), [-1e-8, 0.0, 1e-8]]).astype(np.float32)
+    spec = NetworkSpec(neurons=u.size, batch_size=1, time_steps=1, surrogate="sigmoid",
+                       surrogate_slope=slope)
+    vpre = torch.from_numpy(u + np.float32(spec.threshold)).reshape(1, 1, -1)
+    u_f32 = vpre.numpy().ravel() - np.float32(spec.threshold)
+    with np.errstate(over="ignore"):
+        reference = surrogate_grad(u_f32, "sigmoid", slope).astype(np.float64)
+    k = np.float64(np.float32(slope))
+    with np.errstate(over="ignore"):
+        sig = 1.0 / (1.0 + np.exp(-k * u_f32.astype(np.float64)))
+    exact = k * sig * (1.0 - sig)
+    grad = torch.ones((), dtype=torch.float32).expand(1, 1, u.size)
+    cpu.scan_backward(vpre, grad, vpre, _params(spec), False)
+    got = vpre.numpy().ravel().astype(np.float64)
+    peak = float(exact.max())
+    big = exact > 1e-3 * peak
+    for metric in (
+        lambda a: np.abs(a - exact).max() / peak,
+        lambda a: (np.abs(a - exact)[big] / exact[big]).max(),
+    ):
+        assert metric(got) <= 2.0 * metric(reference) + 1e-7
+
+
+# -- on a GPU (skipped on CPU-only machines) ---------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA device: the compiled Triton kernels need a GPU (their code runs under the "
+    "interpreter in test_triton_kernels_match_the_references)",
+)
+
+
+@needs_cuda
+def test_triton_kernels_on_cuda() -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False  # the strict float32 reference
+    results = _cases("triton", small=False, device="cuda")
+    _assert_results(results)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_fused_adapter_on_cuda(dtype: str) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    spec = NetworkSpec(neurons=256, batch_size=16, time_steps=50, layers=2, dtype=dtype)
+    adapter = FusedAdapter()
+    adapter.check_variant("default", "cuda")
+    eq, _ = check_adapter(adapter, "default", spec, "cuda")
+    assert eq.passes(dtype)
+    if dtype == "float32":
+        assert eq.grad_cosine >= GRAD_COSINE and eq.grad_max_rel_err <= GRAD_REL_ERR
+    else:
+        assert eq.grad_cosine >= 0.99
