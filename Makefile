@@ -14,7 +14,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.snnbench-installed
 CONSTRAINTS := $(VENV)/constraints.txt
 # Every library that installs on a CPU machine with Python 3.11 (sinabs-exodus needs CUDA+nvcc).
-EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,jax,haiku,spyx,rockpool,dev
+EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,dev
 
 .PHONY: help setup bench test lint typecheck check regress clean
 

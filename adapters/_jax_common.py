@@ -27,8 +27,6 @@ harness closes each timed region with :meth:`JaxModel.synchronize`
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +34,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    CaseSkipped,
+    Model,
+    distribution_version,
+    import_or_unavailable,
+)
 from snnbench.spec import SURROGATES, FloatArray, NetworkSpec
 
 if TYPE_CHECKING:  # only for annotations; never imported at run time here
@@ -72,16 +78,8 @@ class JaxAdapterBase(Adapter):
     def version(self) -> str:
         """The library's version; imports jax, the library and :attr:`extra_modules` lazily."""
         for module in ("jax", self.module or self.library, *self.extra_modules):
-            try:
-                importlib.import_module(module)
-            except Exception as exc:  # any import failure makes the adapter unavailable
-                raise AdapterUnavailable(
-                    f"cannot import {module}: {type(exc).__name__}: {exc}"
-                ) from exc
-        try:
-            return importlib.metadata.version(self.library)
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown"
+            import_or_unavailable(module)
+        return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
         dtype = VARIANT_DTYPES.get(variant)

@@ -42,12 +42,11 @@ Prophesee toolbox warning on stdout, which is redirected to stderr.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import sys
 import types
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
 from snnbench.spec import SURROGATES, CaseData, NetworkSpec
 
 #: lava's neuron scale: states live on a grid of 1 / (SCALE · 64) = 2^-18
@@ -122,10 +121,7 @@ class LavaDlAdapter(Adapter):
             raise AdapterUnavailable(
                 f"cannot import lava.lib.dl.slayer: {type(exc).__name__}: {exc}"
             ) from exc
-        try:
-            return importlib.metadata.version(self.library)
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown"
+        return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(

@@ -179,17 +179,8 @@ class Adapter(ABC):
         The default imports :attr:`module` (so a broken install is caught here, in the worker
         or in ``list``'s probe subprocess) and reads the distribution version.
         """
-        module = self.module or self.library.replace("-", "_")
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # any import failure makes the adapter unavailable
-            raise AdapterUnavailable(
-                f"cannot import {module}: {type(exc).__name__}: {exc}"
-            ) from exc
-        try:
-            return importlib.metadata.version(self.library)
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown"
+        import_or_unavailable(self.module or self.library.replace("-", "_"))
+        return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
         """What this adapter (in this variant) can build faithfully."""
@@ -214,6 +205,22 @@ class Adapter(ABC):
         Raise :class:`CaseSkipped` for anything the library cannot honour that
         :meth:`capabilities` did not already express.
         """
+
+
+def import_or_unavailable(module: str) -> Any:
+    """Import ``module``; any failure becomes :class:`AdapterUnavailable` naming it."""
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # a broken install must read as unavailable, not crash
+        raise AdapterUnavailable(f"cannot import {module}: {type(exc).__name__}: {exc}") from exc
+
+
+def distribution_version(name: str) -> str:
+    """Installed version of distribution ``name`` ("unknown" when it has no metadata)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass(frozen=True)

@@ -265,46 +265,74 @@ def run(
 
 def _print_run(run_dir: Path, fmt: str) -> None:
     from snnbench.storage import read_summary
-    from snnbench.tables import (
-        HEADERS,
-        NOISE_HINT,
-        NOISY_NOTE,
-        SHORT_HEADERS,
-        TEXT_COLUMNS,
-        case_rows,
-        markdown_table,
-    )
+    from snnbench.tables import HEADERS, case_rows, markdown_table
 
     summary = read_summary(run_dir)
     rows = case_rows(summary)
     if fmt == "md":
         print(markdown_table(HEADERS, rows))
         return
-    # columns whose value is the same on every row move into the title
-    shown = [i for i in TEXT_COLUMNS if len({row[i] for row in rows}) > 1 or i in (0, 2, 8)]
-    constant = [f"{HEADERS[i]}={rows[0][i]}" for i in TEXT_COLUMNS
-                if i not in shown and rows and rows[0][i]]
-    title = f"run {run_dir.name}: " + " ".join(constant) + " (times: median ms ±IQR/median)"
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for index in shown:
-        table.add_column(SHORT_HEADERS.get(HEADERS[index], HEADERS[index]), no_wrap=True)
-    table.add_column("#", no_wrap=True)
+    _print_text(run_dir, rows)
+
+
+def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
+    """One compact table per case; cases not run are grouped by reason underneath."""
+    from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE
+
+    col = {name: HEADERS.index(name) for name in HEADERS}
+    benign = ("skipped", "unavailable")
     notes: list[str] = []
+    cases: dict[str, list[tuple[str, ...]]] = {}
     for row in rows:
-        status = row[8]
-        benign = status in ("skipped", "unavailable")
-        style = "" if status == "ok" else ("yellow" if benign else "red")
-        mark = ""
-        if row[-1]:
-            if row[-1] not in notes:
-                notes.append(row[-1])
-            mark = str(notes.index(row[-1]) + 1)
-        table.add_row(*(row[i] for i in shown), mark, style=style)
-    console.print(table)
+        if row[col["status"]] in benign:
+            continue
+        label = (f"n={row[col['n']]} B={row[col['B']]} T={row[col['T']]} {row[col['dtype']]} "
+                 f"reset={row[col['reset']]} {row[col['device']]}")
+        cases.setdefault(label, []).append(row)
+    console.print(f"run {run_dir.name} — times: median ms ±IQR/median; peak MiB of the step "
+                  "phase; floor× = step time / GEMM floor", highlight=False)
+    for label, case in cases.items():
+        table = Table(title=label, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+        columns: tuple[str, ...] = ("status", "forward ms", "backward ms", "step ms",
+                                    "step peak MiB", "floor×", "spike match")
+        # constant columns carry no information in an 80-column terminal: say it once instead
+        if all(r[col["status"]] == "ok" for r in case):
+            columns = tuple(c for c in columns if c != "status")
+        if all(r[col["spike match"]] in ("", "1.0000") for r in case):
+            columns = tuple(c for c in columns if c != "spike match")
+            table.title = f"{label} — every verified adapter's spikes match the reference"
+        if all(r[col["floor×"]] == "" for r in case):
+            columns = tuple(c for c in columns if c != "floor×")
+        table.add_column("adapter", no_wrap=True)
+        for name in columns:
+            short = {"forward ms": "fwd ms", "backward ms": "bwd ms", "step peak MiB": "MiB",
+                     "spike match": "spikes"}.get(name, name)
+            table.add_column(short, no_wrap=True, justify="left" if name == "status" else "right")
+        table.add_column("#", no_wrap=True)
+        for row in case:
+            name = row[0] if row[1] == "default" else f"{row[0]}:{row[1]}"
+            mark = ""
+            if row[-1]:
+                if row[-1] not in notes:
+                    notes.append(row[-1])
+                mark = str(notes.index(row[-1]) + 1)
+            style = "" if row[col["status"]] == "ok" else "red"
+            table.add_row(name, *(row[col[c]] for c in columns), mark, style=style)
+        console.print(table)
     for number, note in enumerate(notes, start=1):
         console.print(f"  {number}. {escape(note)}", highlight=False)
     if any(NOISY_NOTE in n for n in notes):
         console.print(f"  {NOISE_HINT}", highlight=False)
+    not_run = [r for r in rows if r[col["status"]] in benign]
+    if not_run:
+        grouped: dict[tuple[str, str, str], int] = {}
+        for r in not_run:
+            name = r[0] if r[1] == "default" else f"{r[0]}:{r[1]}"
+            key = (name, r[col["status"]], r[-1])
+            grouped[key] = grouped.get(key, 0) + 1
+        console.print(f"not run ({len(not_run)} cases):", highlight=False)
+        for (name, status, reason), count in grouped.items():
+            console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
 
 
 # -- show / env ---------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -69,21 +69,8 @@ Mark = Literal[
     "not_run",
     "info",
 ]
-#: marks in the order they are listed (worst first)
-MARK_ORDER: tuple[str, ...] = (
-    "new_failure",
-    "regression",
-    "fixed",
-    "improved",
-    "noise",
-    "not_comparable",
-    "added",
-    "removed",
-    "still_failing",
-    "same",
-    "not_run",
-    "info",
-)
+#: marks in the order they are listed (worst first): the order of the ``Mark`` literal
+MARK_ORDER: tuple[str, ...] = get_args(Mark)
 #: marks that fail the gate (exit code 1)
 FAILING_MARKS: frozenset[str] = frozenset({"new_failure", "regression"})
 #: marks of a pair whose numbers were actually compared by a gating rule

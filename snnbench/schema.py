@@ -34,6 +34,7 @@ METRIC_UNITS: Final[dict[str, str]] = {
     "time_s": "s",
     "peak_mem_bytes": "bytes",
     "peak_rss_bytes": "bytes",
+    "prepare_s": "s",
     "build_s": "s",
     "first_call_s": "s",
     "energy_j": "J",

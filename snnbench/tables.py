@@ -76,7 +76,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         noisy = any(bool(w) for w in group["warning"])
         note = str(first["message"])
         if first["status"] == "ok" and noisy:
-            note = f"{note} {NOISY_NOTE}".strip()
+            note = f"{note}; {NOISY_NOTE}" if note else NOISY_NOTE
         rows.append((
             str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
             str(reset), str(first["status"]), cells["forward"], cells["backward"],

@@ -35,3 +35,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
         [sys.executable, "-m", "snnbench", *args],
         capture_output=True, text=True, env=full_env, cwd=cwd or REPO, timeout=timeout,
     )
+
+
+def library_installed(distribution: str) -> bool:
+    """True when ``distribution`` has installed metadata (it may still fail to import)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
