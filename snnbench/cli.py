@@ -298,7 +298,7 @@ def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
         # constant columns carry no information in an 80-column terminal: say it once instead
         if all(r[col["status"]] == "ok" for r in case):
             columns = tuple(c for c in columns if c != "status")
-        if all(r[col["spike match"]] in ("", "1.0000") for r in case):
+        if all(r[col["spike match"]] in ("", "1") for r in case):
             columns = tuple(c for c in columns if c != "spike match")
             table.title = f"{label} — every verified adapter's spikes match the reference"
         if all(r[col["floor×"]] == "" for r in case):
@@ -395,6 +395,9 @@ def verify(
     detach_reset: Annotated[str, typer.Option(
         help="true, false, both, or auto (the spec default where supported, else the "
         "adapter's rule).")] = "auto",
+    surrogate: Annotated[str, typer.Option(
+        help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
+    surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
     dump: Annotated[Path | None, typer.Option(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
     )] = None,
@@ -409,7 +412,7 @@ def verify(
             adapters=tuple(_split(adapters)), resets=tuple(resets),
             neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
             batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
-            detach_reset=detach_reset,
+            detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
             timeout_s=timeout,
         )
         rows = run_verification(request, console=err_console)
@@ -417,12 +420,44 @@ def verify(
         fail(str(exc))
     from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
 
-    table = Table(title="equivalence with the reference")
-    for header in VERIFY_HEADERS:
-        table.add_column(header, overflow="fold")
-    for row in verify_rows(rows):
-        table.add_row(*row, style="red" if row[6] == "mismatch" else "")
+    status_col = VERIFY_HEADERS.index("status")
+    checked = [r for r in verify_rows(rows) if r[status_col] not in ("skipped", "unavailable")]
+    # columns with one value on every row go to the title, so the table fits 80 columns
+    keep = [i for i, h in enumerate(VERIFY_HEADERS[:-1])
+            if h in ("adapter", "status", "spikes", "cos dW")
+            or len({r[i] for r in checked}) > 1 or (h == "1st diff" and checked
+                                                   and checked[0][i] != "none")]
+    fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
+             if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
+    title = (f"equivalence with the reference: T={steps} B={batch_size} {dtype} {surrogate} "
+             f"slope {surrogate_slope:g} {device} " + " ".join(fixed))
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  padding=(0, 1, 0, 0))
+    for i in keep:
+        table.add_column(VERIFY_HEADERS[i], no_wrap=True)
+    table.add_column("#", no_wrap=True)
+    notes: list[str] = []
+    for row in checked:
+        mark = ""
+        if row[-1]:
+            if row[-1] not in notes:
+                notes.append(row[-1])
+            mark = str(notes.index(row[-1]) + 1)
+        bad = row[status_col] not in ("ok",)
+        table.add_row(*(row[i] for i in keep), mark, style="red" if bad else "")
     console.print(table)
+    for number, note in enumerate(notes, start=1):
+        console.print(f"  {number}. {escape(note)}", highlight=False)
+    grouped: dict[tuple[str, str, str], int] = {}
+    for row in verify_rows(rows):
+        if row[status_col] in ("skipped", "unavailable"):
+            name = row[0] if row[1] == "default" else f"{row[0]}:{row[1]}"
+            key = (name, row[status_col], row[-1])
+            grouped[key] = grouped.get(key, 0) + 1
+    if grouped:
+        console.print(f"not checked ({sum(grouped.values())} checks):")
+        for (name, status, reason), count in grouped.items():
+            console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
     raise typer.Exit(exit_code(rows))
 
 

@@ -42,6 +42,15 @@ def _ms(median: float, iqr: float) -> str:
     return text
 
 
+def spike_match_text(value: float) -> str:
+    """"1" only for an exact match; otherwise rounded down, so 0.99996 never reads as 1."""
+    if value is None or math.isnan(value):
+        return ""
+    if value == 1.0:
+        return "1"
+    return f"{math.floor(value * 1e5) / 1e5:.5f}"
+
+
 def _num(value: Any, fmt: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -80,7 +89,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         rows.append((
             str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
             str(reset), str(first["status"]), cells["forward"], cells["backward"],
-            cells["step"], mem_text, floor, _num(float(first["spike_match"]), ".4f"),
+            cells["step"], mem_text, floor, spike_match_text(float(first["spike_match"])),
             _num(float(first["grad_cosine"]), ".6f"), note,
         ))
     return rows

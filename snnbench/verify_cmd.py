@@ -19,10 +19,11 @@ from snnbench.config import RunConfig, RunSettings
 from snnbench.registry import discover
 from snnbench.runner import Task, plan_tasks, run_task
 from snnbench.spec import NetworkSpec
+from snnbench.tables import spike_match_text
 
 VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "variant", "reset", "detach", "n", "declared", "status", "spike match",
-    "first diff step", "grad cos W", "grad max rel err", "grad cos b", "note",
+    "adapter", "var", "reset", "detach", "n", "exact", "status", "spikes", "1st diff",
+    "cos dW", "rel err dW", "cos db", "note",
 )
 
 
@@ -40,6 +41,8 @@ class VerifyRequest:
     #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
     #: it, else the rule it does support (the table shows which was checked)
     detach_reset: str = "auto"
+    surrogate: str = "fast_sigmoid"
+    surrogate_slope: float = 25.0
     dump_dir: Path | None = None
     timeout_s: float = 600.0
 
@@ -62,7 +65,8 @@ def run_verification(
         run=RunSettings(adapters=request.adapters, device=request.device,
                         timeout_s=request.timeout_s),
         network={"time_steps": request.time_steps, "batch_size": request.batch_size,
-                 "dtype": request.dtype},
+                 "dtype": request.dtype, "surrogate": request.surrogate,
+                 "surrogate_slope": request.surrogate_slope},
         sweeps=({"reset": request.resets, "neurons": request.neurons,
                  "detach_reset": detach_choices[request.detach_reset]},),
     )
@@ -126,16 +130,19 @@ def verify_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         eq = r.get("equivalence") or {}
         declared = ""
         if "exact_dynamics" in r:
-            declared = ("exact" if r["exact_dynamics"] else "approx") + " spikes, " + (
-                "exact" if r.get("exact_gradient") else "approx") + " grad"
+            # what the adapter claims: both exact, exact spikes only, or neither
+            if r["exact_dynamics"] and r.get("exact_gradient"):
+                declared = "both"
+            else:
+                declared = "spikes" if r["exact_dynamics"] else "neither"
         rows.append((
             r["adapter"], r["variant"], spec.reset, "yes" if spec.detach_reset else "no",
             str(spec.neurons), declared, r["status"],
-            _fmt(eq.get("spike_match"), ".4%"),
+            spike_match_text(float(eq["spike_match"])) if eq else "",
             "" if not eq else ("none" if eq.get("first_diff_step") is None
                                else str(eq["first_diff_step"])),
-            _fmt(eq.get("grad_cosine"), ".7f"), _fmt(eq.get("grad_max_rel_err"), ".2e"),
-            _fmt(eq.get("bias_grad_cosine"), ".7f"), str(r.get("message", ""))[:200],
+            _fmt(eq.get("grad_cosine"), ".6f"), _fmt(eq.get("grad_max_rel_err"), ".1e"),
+            _fmt(eq.get("bias_grad_cosine"), ".6f"), str(r.get("message", "")),
         ))
     return rows
 

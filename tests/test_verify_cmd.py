@@ -48,3 +48,14 @@ def test_verify_bad_input_exits_2() -> None:
     assert proc.returncode == 2 and "unknown adapter" in proc.stderr
     proc = run_cli("verify", "--reset", "soft")
     assert proc.returncode == 2 and "reset must be" in proc.stderr
+
+
+def test_verify_uses_the_requested_network(tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    proc = run_cli("verify", "--adapters", "torch", "--neurons", "8", "--steps", "6",
+                   "--reset", "zero", "--surrogate", "sigmoid", "--surrogate-slope", "4",
+                   "--detach-reset", "false", "--dump", str(dump))
+    assert proc.returncode == 0, proc.stderr
+    with np.load(dump / "torch-default-zero.npz") as z:
+        spec = NetworkSpec.from_dict(json.loads(str(z["spec_json"])))
+    assert (spec.surrogate, spec.surrogate_slope, spec.detach_reset) == ("sigmoid", 4.0, False)
