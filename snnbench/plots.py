@@ -36,10 +36,11 @@ def label_of(row: pd.Series) -> str:
 
 def color_map(labels: Sequence[str]) -> dict[str, str]:
     """A fixed colour per label, shared by all plots of a report; the floor is always dark grey."""
+    # tab10, then dark hues that cannot be mistaken for its light/dark twins
     palette = [
         "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-        "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
-        "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79",
+        "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#843c39", "#637939", "#e7ba52",
+        "#7b4173", "#393b79", "#ad494a", "#8ca252", "#bd9e39", "#a55194",
     ]
     colors: dict[str, str] = {}
     others = [lab for lab in sorted(set(labels)) if lab != FLOOR]
@@ -265,7 +266,13 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
     fig = Figure(figsize=_bar_size(table), layout="constrained")
     ax = fig.subplots()
     _grouped_bars(ax, table, colors)
-    what = "device memory" if metric == "peak_mem_bytes" else "process RSS"
+    on_cpu = set(rows["device"].astype(str)) == {"cpu"}
+    if metric != "peak_mem_bytes":
+        what = "process RSS"
+    elif on_cpu:
+        what = "memory (resident-set growth over the post-import baseline)"
+    else:
+        what = "device memory"
     ax.set_ylabel(f"peak {what} [{unit}]")
     _finish_log(ax, table.to_numpy(float).ravel().tolist())
     ax.grid(axis="y", alpha=0.3, which="both")

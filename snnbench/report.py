@@ -380,7 +380,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
 
     summary = run.summary
     ok = summary[summary["status"] == "ok"]
-    pairs = summary.drop_duplicates(["adapter", "variant"])
+    # only adapters that appear in a plot take a colour, so the palette does not wrap
+    pairs = ok.drop_duplicates(["adapter", "variant"])
     labels = [plots.label_of(r) for _, r in pairs.iterrows()]
     colors = plots.color_map(labels)
 
