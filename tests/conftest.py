@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from snnbench.adapter import Adapter, AdapterUnavailable
+
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,3 +48,17 @@ def library_installed(distribution: str) -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
+
+
+def available_or_skip(adapter: Adapter) -> Adapter:
+    """The adapter; a skip only when its library is not installed at all.
+
+    An installed library that fails to import is a broken install step, so it fails here.
+    """
+    try:
+        adapter.version()
+    except AdapterUnavailable as exc:
+        if library_installed(adapter.library):
+            pytest.fail(f"{adapter.library} is installed but unusable: {exc}")
+        pytest.skip(f"{adapter.name} unavailable: {exc}")
+    return adapter

@@ -26,7 +26,7 @@ from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
 from snnbench.reference import run_reference, surrogate_grad
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
-from tests.conftest import library_installed
+from tests.conftest import available_or_skip as _available
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)
 
@@ -42,18 +42,6 @@ def _restore_import_quirks() -> Iterator[None]:
     sys.modules.update(keep)
 
 
-def _available(adapter: Adapter) -> Adapter:
-    """The adapter; a skip only when its library is not installed at all.
-
-    An installed library that fails to import is a broken install step, so it fails here.
-    """
-    try:
-        adapter.version()
-    except AdapterUnavailable as exc:
-        if library_installed(adapter.library):
-            pytest.fail(f"{adapter.library} is installed but unusable: {exc}")
-        pytest.skip(f"{adapter.name} unavailable: {exc}")
-    return adapter
 
 
 def _exact(adapter: Adapter, spec: NetworkSpec) -> None:

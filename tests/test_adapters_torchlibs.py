@@ -25,23 +25,11 @@ from snnbench.adapters.spikingjelly import ENV_VAR, SpikingJellyAdapter
 from snnbench.adapters.torch_variants import TorchCompileAdapter, TorchCudaGraphAdapter
 from snnbench.spec import CaseData, NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
-from tests.conftest import library_installed
+from tests.conftest import available_or_skip as _available
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=5)
 
 
-def _available(adapter: Adapter) -> Adapter:
-    """The adapter; a skip only when its library is not installed at all.
-
-    An installed library that fails to import is a broken install step, so it fails here.
-    """
-    try:
-        adapter.version()
-    except AdapterUnavailable as exc:
-        if library_installed(adapter.library):
-            pytest.fail(f"{adapter.library} is installed but unusable: {exc}")
-        pytest.skip(f"{adapter.name} unavailable: {exc}")
-    return adapter
 
 
 def _exact(adapter: Adapter, spec: NetworkSpec, variant: str = "default") -> None:
