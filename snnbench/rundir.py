@@ -17,46 +17,10 @@ import pandas as pd
 
 from snnbench import schema
 
-#: summary/sample columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
-_NUMERIC_SUMMARY = (
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "median",
-    "q1",
-    "q3",
-    "iqr",
-    "mean",
-    "std",
-    "min",
-    "max",
-    "n_samples",
-    "ci99_low",
-    "ci99_high",
-    "spike_match",
-    "grad_cosine",
-    "outliers",
-    "floor_ratio",
-)
+#: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
+_NUMERIC_SUMMARY = schema.SUMMARY_INT_COLUMNS + schema.SUMMARY_FLOAT_COLUMNS
 #: summary columns that hold text; missing values become "" so comparisons and joins are plain
-_TEXT_SUMMARY = (
-    "run_id",
-    "adapter",
-    "variant",
-    "library",
-    "library_version",
-    "device",
-    "dtype",
-    "reset",
-    "phase",
-    "metric",
-    "unit",
-    "status",
-    "message",
-    "case_id",
-    "warning",
-)
+_TEXT_SUMMARY = schema.SUMMARY_TEXT_COLUMNS
 
 
 class RunDirError(Exception):

@@ -115,3 +115,18 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "sample_index",
     "value",
 )
+
+#: summary columns holding floats (NaN where a case has no statistic)
+SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
+    "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
+    "spike_match", "grad_cosine", "floor_ratio",
+)
+#: summary columns holding integers
+SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
+    "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers",
+)
+#: summary columns holding text ("" where missing, so joins and comparisons stay plain)
+SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
+    "phase", "metric", "unit", "status", "message", "case_id", "warning",
+)

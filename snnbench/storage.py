@@ -32,7 +32,10 @@ from snnbench.schema import (
     SCHEMA_VERSION,
     SUMMARY_COLUMNS,
     SUMMARY_CSV,
+    SUMMARY_FLOAT_COLUMNS,
+    SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
+    SUMMARY_TEXT_COLUMNS,
 )
 from snnbench.stats import noise_warning, summarize
 
@@ -311,15 +314,11 @@ def _add_floor_ratio(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _typed_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    float_cols = [
-        "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
-        "spike_match", "grad_cosine", "floor_ratio",
-    ]
-    for col in float_cols:
+    for col in SUMMARY_FLOAT_COLUMNS:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
-    for col in ("neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers"):
+    for col in SUMMARY_INT_COLUMNS:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
-    for col in ("message", "warning", "library", "library_version", "phase", "metric", "unit"):
+    for col in SUMMARY_TEXT_COLUMNS:
         frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
     frame["allow_mismatch"] = frame["allow_mismatch"].fillna(False).astype(bool)
     return frame

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from snnbench.adapter import Adapter, AdapterUnavailable
+from snnbench.adapter import Adapter, AdapterUnavailable, Model
+from snnbench.spec import NetworkSpec
 
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
@@ -62,3 +63,23 @@ def available_or_skip(adapter: Adapter) -> Adapter:
             pytest.fail(f"{adapter.library} is installed but unusable: {exc}")
         pytest.skip(f"{adapter.name} unavailable: {exc}")
     return adapter
+
+
+def assert_repeatable(model: Model, spec: NetworkSpec, steps: int = 3) -> None:
+    """Repeated clean steps give identical spikes and gradients: no state leaks between calls."""
+    import numpy as np
+
+    results = []
+    for _ in range(steps):
+        model.zero_grad()
+        handle = model.forward()
+        model.backward(handle)
+        model.synchronize()
+        results.append((model.spikes(handle), model.gradients()))
+    model.close()
+    first_spikes, (first_w, first_b) = results[0]
+    assert first_spikes.shape == spec.input_shape()
+    for spikes, (grad_w, grad_b) in results[1:]:
+        np.testing.assert_array_equal(spikes, first_spikes)
+        for a, b in zip(grad_w + grad_b, first_w + first_b, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -26,6 +26,7 @@ from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
 from snnbench.reference import run_reference, surrogate_grad
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
+from tests.conftest import assert_repeatable
 from tests.conftest import available_or_skip as _available
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)
@@ -172,20 +173,7 @@ def test_lava_surrogate_has_the_spec_peak_and_area(surrogate: str, slope: float)
 )
 def test_repeated_steps_are_identical(make: type[Adapter], spec: NetworkSpec) -> None:
     model = _available(make()).build(spec, make_case_data(spec), "cpu", "default")
-    results = []
-    for _ in range(3):
-        model.zero_grad()
-        handle = model.forward()
-        model.backward(handle)
-        model.synchronize()
-        results.append((model.spikes(handle), model.gradients()))
-    model.close()
-    first_spikes, (first_w, first_b) = results[0]
-    assert first_spikes.shape == spec.input_shape()
-    for spikes, (grad_w, grad_b) in results[1:]:
-        np.testing.assert_array_equal(spikes, first_spikes)
-        for a, b in zip(grad_w + grad_b, first_w + first_b, strict=True):
-            np.testing.assert_array_equal(a, b)
+    assert_repeatable(model, spec)
 
 
 # -- refusals -----------------------------------------------------------------------------------

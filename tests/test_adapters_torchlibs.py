@@ -25,6 +25,7 @@ from snnbench.adapters.spikingjelly import ENV_VAR, SpikingJellyAdapter
 from snnbench.adapters.torch_variants import TorchCompileAdapter, TorchCudaGraphAdapter
 from snnbench.spec import CaseData, NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
+from tests.conftest import assert_repeatable
 from tests.conftest import available_or_skip as _available
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=5)
@@ -228,20 +229,7 @@ def test_strict_threshold_gives_the_canonical_tie_rule() -> None:
 def test_repeated_steps_are_identical(make: type[Adapter], variant: str, spec: NetworkSpec) -> None:
     # Stateful neurons (snnTorch's mem, SpikingJelly's node memory) must not leak between calls.
     model = _available(make()).build(spec, make_case_data(spec), "cpu", variant)
-    results = []
-    for _ in range(3):
-        model.zero_grad()
-        handle = model.forward()
-        model.backward(handle)
-        model.synchronize()
-        results.append((model.spikes(handle), model.gradients()))
-    model.close()
-    first_spikes, (first_w, first_b) = results[0]
-    assert first_spikes.shape == spec.input_shape()
-    for spikes, (grad_w, grad_b) in results[1:]:
-        np.testing.assert_array_equal(spikes, first_spikes)
-        for a, b in zip(grad_w + grad_b, first_w + first_b, strict=True):
-            np.testing.assert_array_equal(a, b)
+    assert_repeatable(model, spec)
 
 
 @pytest.mark.slow

@@ -78,3 +78,11 @@ def test_spike_match_text_never_rounds_up_to_a_perfect_match() -> None:
     assert spike_match_text(0.999996) == "0.99999"
     assert spike_match_text(0.5) == "0.50000"
     assert spike_match_text(math.nan) == ""
+
+
+def test_every_summary_column_has_exactly_one_type() -> None:
+    from snnbench import schema
+
+    typed = (schema.SUMMARY_FLOAT_COLUMNS + schema.SUMMARY_INT_COLUMNS
+             + schema.SUMMARY_TEXT_COLUMNS + ("allow_mismatch",))
+    assert sorted(typed) == sorted(SUMMARY_COLUMNS)
