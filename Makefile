@@ -7,6 +7,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
+# the Triton that torch 2.13's CUDA wheels pin: CPU tests interpret and compile (for sm_90, ahead
+# of time) the fused kernels with the same Triton a GPU run uses
+TRITON_VERSION ?= 3.7.1
 TORCH_INDEX ?=
 CONFIG ?= default
 PY := $(VENV)/bin/python
@@ -31,7 +34,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip setuptools wheel
 	$(PIP) install --quiet "torch==$(TORCH_VERSION)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	echo "torch==$(TORCH_VERSION)" > $(CONSTRAINTS)
+	printf 'torch==%s\ntriton==%s\n' "$(TORCH_VERSION)" "$(TRITON_VERSION)" > $(CONSTRAINTS)
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[$(EXTRAS)]"
 	# lava-dl's wheels declare python<3.11 although they work on 3.11: install without its
 	# metadata checks; its import-time workarounds live in the lava-dl adapter's worker only.
