@@ -5,8 +5,9 @@ Triton backend is used, so ``import snnbench.fused`` works without Triton.
 
 Forward kernel: a 1-D grid over the B·n neurons of a time-major (T, B·n) buffer. Each program
 keeps its block's membrane in float32 registers and loops over T (``tl.range`` with
-``num_stages`` lets the compiler prefetch later time steps' inputs while the current step
-computes). It writes the spikes and v_pre; v_pre is the single T·B·n buffer kept for backward
+``num_stages`` lets the compiler prefetch later time steps' inputs, with cp.async into shared
+memory, while the current step computes; :func:`loop_stages` picks the depth). It writes the
+spikes and v_pre; v_pre is the single T·B·n buffer kept for backward
 (for float32 it overwrites the GEMM output in place).
 
 Backward kernel: a 2-D grid (neuron blocks × batch blocks) over the same buffer, walking T in
@@ -24,6 +25,8 @@ same GEMM output. The interpreter evaluates each operation separately in NumPy f
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
@@ -31,8 +34,11 @@ import triton.language as tl
 
 from snnbench.fused.params import LIFParams
 
-#: loop stages for ``tl.range``: how many time steps' loads are in flight ahead of the math
-_STAGES = 4
+#: the fewest and most loop stages (``tl.range(num_stages=...)``): time steps whose loads are
+#: in flight ahead of the math
+MIN_STAGES, MAX_STAGES = 4, 16
+#: shared memory a program's prefetch pipeline may take, in bytes
+PREFETCH_BYTES = 16 * 1024
 
 
 @triton.jit(do_not_specialize=["T"])  # type: ignore[untyped-decorator,misc,unused-ignore]
@@ -106,6 +112,7 @@ def _lif_backward_kernel(  # type: ignore[no-untyped-def]
     SUBTRACT: tl.constexpr,
     DETACH: tl.constexpr,
     SURROGATE: tl.constexpr,
+    GRAD_SCALAR: tl.constexpr,
     WANT_DB: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -123,11 +130,18 @@ def _lif_backward_kernel(  # type: ignore[no-untyped-def]
     d_p = dy_ptr + last * N + (rb[:, None] * n + rj[None, :])
     # grad_s through its own strides: a stride-0 gradient (of .sum()) is read, never expanded
     g_p = g_ptr + last * g_st + (rb[:, None] * g_sb + rj[None, :] * g_sj)
+    if GRAD_SCALAR:
+        # every stride 0 (the gradient of a sum): one value for all t, read once, so the loop
+        # streams v_pre alone instead of waiting on a broadcast load per step
+        g_all = tl.load(g_ptr).to(tl.float32)
     gv = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)  # dL/dv_post[t]
     acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)  # sum over t of dL/dy[t]
     for _i in tl.range(0, T, num_stages=STAGES):
         vp = tl.load(v_p, mask=mask, other=0.0)
-        gs = tl.load(g_p, mask=mask, other=0.0).to(tl.float32)
+        if GRAD_SCALAR:  # noqa: SIM108 (a constexpr branch: g_all exists only in this one)
+            gs = g_all
+        else:
+            gs = tl.load(g_p, mask=mask, other=0.0).to(tl.float32)
         spike = vp >= theta
         s = tl.where(spike, 1.0, 0.0)
         sg = _surrogate(vp - theta, slope, SURROGATE)
@@ -158,11 +172,16 @@ def _sm_count(device_index: int) -> int:
     return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
 
 
+#: programs per SM the launchers aim at: the scans are latency-bound, so occupancy matters
+#: more than work per program
+PROGRAMS_PER_SM = 2
+
+
 def _target_programs(t: torch.Tensor) -> int:
-    """About two programs per SM: the scan is latency-bound, so occupancy matters more than
-    work per program. On the interpreter (CPU tensors) a fixed small count keeps it quick."""
+    """How many programs a launch aims at on ``t``'s device. On the interpreter (CPU tensors) a
+    fixed small count keeps it quick."""
     if t.is_cuda:
-        return 2 * _sm_count(t.device.index if t.device.index is not None else 0)
+        return PROGRAMS_PER_SM * _sm_count(t.device.index if t.device.index is not None else 0)
     return 4
 
 
@@ -175,31 +194,166 @@ def _warps(block: int) -> int:
     return max(1, min(8, block // 128))
 
 
+def loop_stages(bytes_per_step: int) -> int:
+    """Loop stages for a program that loads ``bytes_per_step`` per time step.
+
+    Each step depends on the previous one only through registers; its loads do not, so the
+    scan runs at about (memory latency) / (steps in flight) per step until bandwidth binds. By
+    Little's law a small tile (small n: a few hundred bytes a step) needs many steps in flight
+    to hide the latency; a large tile has enough bytes in flight with a few. Stages are chosen
+    so the pipeline's buffers stay within :data:`PREFETCH_BYTES` (a power of two in
+    [MIN_STAGES, MAX_STAGES]). A design choice from latency arithmetic, not yet tuned on a GPU.
+    """
+    fits = max(1, PREFETCH_BYTES // max(1, bytes_per_step))
+    return max(MIN_STAGES, min(MAX_STAGES, 1 << (fits.bit_length() - 1)))
+
+
+def _min_block(elem_bytes: int) -> int:
+    """The smallest block (one element per thread) whose per-thread load of ``elem_bytes``
+    elements is at least 4 bytes (``elem_bytes`` 0: no such load). A warp of 16-bit loads, 2
+    bytes per thread, cannot use cp.async (4, 8 or 16 bytes), so the compiler does not prefetch
+    it and every time step waits a full memory latency: seen in the sm_90 SASS as plain LDG and
+    no LDGSTS (``python -m snnbench.fused.aot``)."""
+    return 32 * max(1, 4 // elem_bytes) if elem_bytes else 32
+
+
+def forward_tile(width: int, programs: int, elem_bytes: int) -> tuple[int, int, int]:
+    """(BLOCK, num_warps, stages) of the forward scan over ``width`` = B·n neurons for about
+    ``programs`` programs, loading ``elem_bytes``-byte inputs. Pure, so the tiles a given GPU
+    gets can be compiled ahead of time (:mod:`snnbench.fused.aot`)."""
+    block = _pow2_clamp(triton.cdiv(width, programs), _min_block(elem_bytes), 1024)
+    return block, _warps(block), loop_stages(block * elem_bytes)
+
+
+def backward_tile(
+    batch: int, n: int, programs: int, grad_bytes: int
+) -> tuple[int, int, int, int]:
+    """(BLOCK_B, BLOCK_N, num_warps, stages) of the backward scan over a (B, n) layer for
+    about ``programs`` programs; each step loads float32 v_pre and a ``grad_bytes`` gradient
+    (0: a scalar gradient, read once)."""
+    least = _min_block(grad_bytes)
+    block_n = _pow2_clamp(triton.cdiv(batch * n, programs), least, 256)
+    block_n = min(block_n, _pow2_clamp(n, least, 256))
+    block_b = _pow2_clamp(triton.cdiv(batch * n, programs * block_n), 1, 16)
+    block_b = min(block_b, int(triton.next_power_of_2(batch)))
+    tile = block_b * block_n
+    return block_b, block_n, _warps(tile), loop_stages(tile * (4 + grad_bytes))
+
+
+#: compile options of every launch (no FMA contraction: see the module docstring)
+LAUNCH_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: grid, runtime arguments, constexprs and warps.
+
+    Built by :func:`forward_launch` / :func:`backward_launch` from the tensors alone, so the
+    launch that runs and the one :mod:`snnbench.fused.aot` compiles ahead of time (from meta
+    tensors of the same shapes, dtypes and strides) are the same by construction.
+    """
+
+    kernel: Any  # a triton JITFunction
+    grid: tuple[int, ...]
+    args: tuple[Any, ...]
+    constexprs: dict[str, Any]
+    num_warps: int
+
+    def run(self) -> None:
+        """Launch it (compiling on first use)."""
+        self.kernel[self.grid](
+            *self.args, **self.constexprs, num_warps=self.num_warps, **LAUNCH_OPTIONS
+        )
+
+
+def forward_launch(
+    y: torch.Tensor, vpre: torch.Tensor, spikes: torch.Tensor, p: LIFParams, programs: int
+) -> Launch | None:
+    """The forward scan's launch over y (T, B·n) for about ``programs`` programs; None when
+    there is nothing to do."""
+    steps = y.shape[0]
+    width = y.numel() // max(1, steps)
+    if width == 0 or steps == 0:
+        return None
+    block, warps, stages = forward_tile(width, programs, y.element_size())
+    return Launch(
+        kernel=_lif_forward_kernel,
+        grid=(triton.cdiv(width, block),),
+        args=(y, vpre, spikes, steps, width, p.beta, p.threshold),
+        constexprs={"SUBTRACT": p.reset == "subtract", "BLOCK": block, "STAGES": stages},
+        num_warps=warps,
+    )
+
+
+def backward_launch(
+    vpre: torch.Tensor,
+    grad_s: torch.Tensor,
+    dy: torch.Tensor,
+    p: LIFParams,
+    want_db: bool,
+    programs: int,
+    blocks: tuple[int, int] | None = None,
+) -> Launch:
+    """The backward scan's launch (see :func:`scan_backward`). When ``want_db`` it allocates,
+    on ``vpre``'s device, the (batch blocks, n) float32 buffer that receives one bias-gradient
+    row per batch block: ``args[3]``."""
+    steps, batch, n = vpre.shape
+    # a size-1 dimension's stride is never used: 0 lets the all-broadcast case be detected
+    g_st, g_sb, g_sj = (
+        st if size > 1 else 0 for st, size in zip(grad_s.stride(), vpre.shape, strict=True)
+    )
+    scalar = g_st == g_sb == g_sj == 0
+    if blocks is not None:
+        block_b, block_n = blocks
+        warps, stages = _warps(block_b * block_n), MIN_STAGES
+    else:
+        # a scalar gradient is read once, so the loop streams v_pre alone
+        grad_bytes = 0 if scalar else grad_s.element_size()
+        block_b, block_n, warps, stages = backward_tile(batch, n, programs, grad_bytes)
+    grid = (triton.cdiv(n, block_n), triton.cdiv(batch, block_b))
+    partial = (
+        torch.empty((grid[1], n), dtype=torch.float32, device=vpre.device) if want_db else vpre
+    )
+    return Launch(
+        kernel=_lif_backward_kernel,
+        grid=grid,
+        args=(
+            vpre,
+            grad_s,
+            dy,
+            partial,
+            steps,
+            batch,
+            n,
+            g_st,
+            g_sb,
+            g_sj,
+            p.beta,
+            p.threshold,
+            p.slope,
+        ),
+        constexprs={
+            "SUBTRACT": p.reset == "subtract",
+            "DETACH": p.detach_reset,
+            "SURROGATE": p.surrogate_code,
+            "GRAD_SCALAR": scalar,
+            "WANT_DB": want_db,
+            "BLOCK_B": block_b,
+            "BLOCK_N": block_n,
+            "STAGES": stages,
+        },
+        num_warps=warps,
+    )
+
+
 def scan_forward(y: torch.Tensor, vpre: torch.Tensor, spikes: torch.Tensor, p: LIFParams) -> None:
     """Run the LIF recurrence over y (T, B·n) → v_pre (float32) and spikes, all contiguous.
 
     ``vpre`` may be ``y`` itself (float32: v_pre overwrites y in place).
     """
-    steps = y.shape[0]
-    width = y.numel() // max(1, steps)
-    if width == 0 or steps == 0:
-        return
-    block = _pow2_clamp(triton.cdiv(width, _target_programs(y)), 32, 1024)
-    grid = (triton.cdiv(width, block),)
-    _lif_forward_kernel[grid](
-        y,
-        vpre,
-        spikes,
-        steps,
-        width,
-        p.beta,
-        p.threshold,
-        SUBTRACT=p.reset == "subtract",
-        BLOCK=block,
-        STAGES=_STAGES,
-        num_warps=_warps(block),
-        enable_fp_fusion=False,
-    )
+    launch = forward_launch(y, vpre, spikes, p, _target_programs(y))
+    if launch is not None:
+        launch.run()
 
 
 def scan_backward(
@@ -219,43 +373,9 @@ def scan_backward(
     steps, batch, n = vpre.shape
     if steps == 0 or batch == 0 or n == 0:
         return torch.zeros(n, dtype=torch.float32, device=vpre.device) if want_db else None
-    if blocks is not None:
-        block_b, block_n = blocks
-    else:
-        target = _target_programs(vpre)
-        block_n = _pow2_clamp(triton.cdiv(batch * n, target), 32, 256)
-        block_n = min(block_n, _pow2_clamp(n, 32, 256))
-        block_b = _pow2_clamp(triton.cdiv(batch * n, target * block_n), 1, 16)
-        block_b = min(block_b, int(triton.next_power_of_2(batch)))
-    grid = (triton.cdiv(n, block_n), triton.cdiv(batch, block_b))
-    partial = (
-        torch.empty((grid[1], n), dtype=torch.float32, device=vpre.device) if want_db else vpre
-    )
-    g_st, g_sb, g_sj = grad_s.stride()
-    _lif_backward_kernel[grid](
-        vpre,
-        grad_s,
-        dy,
-        partial,
-        steps,
-        batch,
-        n,
-        g_st if steps > 1 else 0,
-        g_sb if batch > 1 else 0,
-        g_sj if n > 1 else 0,
-        p.beta,
-        p.threshold,
-        p.slope,
-        SUBTRACT=p.reset == "subtract",
-        DETACH=p.detach_reset,
-        SURROGATE=p.surrogate_code,
-        WANT_DB=want_db,
-        BLOCK_B=block_b,
-        BLOCK_N=block_n,
-        STAGES=_STAGES,
-        num_warps=_warps(block_b * block_n),
-        enable_fp_fusion=False,
-    )
+    launch = backward_launch(vpre, grad_s, dy, p, want_db, _target_programs(vpre), blocks)
+    launch.run()
     if not want_db:
         return None
-    return partial[0] if grid[1] == 1 else partial.sum(dim=0)
+    partial: torch.Tensor = launch.args[3]
+    return partial[0] if launch.grid[1] == 1 else partial.sum(dim=0)
