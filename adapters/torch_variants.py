@@ -15,8 +15,6 @@ PyTorch's own tools, so their gain over ``torch`` is measured on the identical c
 
 from __future__ import annotations
 
-from typing import Any
-
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
 from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
 
@@ -75,39 +73,17 @@ class TorchCudaGraphAdapter(Adapter):
         return Capabilities(devices=("cuda",), dtypes=DTYPES, surrogates=SURROGATES)
 
     def check_variant(self, variant: str, device: str) -> None:
-        if device != "cuda":
-            raise AdapterUnavailable("CUDA graphs need a CUDA device")
-        import torch
+        from snnbench.adapters._torch_common import cuda_unavailable_reason
 
-        if not torch.cuda.is_available():
-            raise AdapterUnavailable("no CUDA device visible to torch (CPU-only build or no GPU)")
+        reason = cuda_unavailable_reason(device, "CUDA graphs")
+        if reason:
+            raise AdapterUnavailable(reason)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        import torch
-
-        from snnbench.adapters._torch_common import TorchModel, input_tensor
+        from snnbench.adapters._torch_common import cuda_graphed_model, input_tensor
         from snnbench.adapters.torch_ref import build_reference_network
 
         if not device.startswith("cuda"):
             raise CaseSkipped("torch-cudagraph runs on CUDA only")
         network, linears = build_reference_network(spec, data, device)
-        x = input_tensor(spec, data, device)
-
-        class ReferenceModule(torch.nn.Module):
-            """The reference callable as a Module, so its Linear parameters are graph inputs."""
-
-            def __init__(self) -> None:
-                super().__init__()
-                self.linears = linears
-
-            def forward(self, inp: torch.Tensor) -> Any:
-                return network(inp)
-
-        module = ReferenceModule().train()
-        # Warms up (3 forward+backward iterations on a side stream), then captures the forward
-        # and the backward into two graphs sharing one private memory pool. The returned module
-        # replays the forward graph inside an autograd node whose backward replays the backward
-        # graph; parameter gradients are handed back through autograd as usual.
-        graphed = torch.cuda.make_graphed_callables(module, (x,), num_warmup_iters=3)
-        torch.cuda.synchronize(device)
-        return TorchModel(graphed, linears, x, device, keep_alive=module)
+        return cuda_graphed_model(network, linears, input_tensor(spec, data, device), device)
