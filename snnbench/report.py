@@ -22,12 +22,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from snnbench import plots, schema
+from snnbench import plots, schema, targets
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
-from snnbench.tables import markdown_table
+from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
 
-#: case columns that, apart from neurons and the adapter, define one plot group
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
 _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
 #: per-case metrics shown in the "other metrics" table, with their column titles
 _CASE_METRICS: tuple[tuple[str, str], ...] = (
@@ -318,6 +316,17 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
     return Table(["item", "value"], rows)
 
 
+def targets_table(run: Run) -> Table:
+    """The fused backend's targets this run can judge (:mod:`snnbench.targets`); no rows when
+    it has no ok fused case."""
+    rows = [
+        [c.group, str(c.neurons), c.target, f"{c.value:.3g}", "met" if c.met else "MISSED",
+         c.detail]
+        for c in targets.check_fused_targets(run.summary)
+    ]
+    return Table(["case", "n", "target", "measured", "verdict", "figures"], rows)
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -336,8 +345,7 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
     grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True))
     for _, rows in grouped:
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in GROUP_COLUMNS}
-        title = (f"{d['device']}, {d['dtype']}, B={int(d['batch_size'])}, "
-                 f"T={int(d['time_steps'])}, layers={int(d['layers'])}, reset={d['reset']}")
+        title = group_title(d)
         slug = "" if len(grouped) == 1 else (
             f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
             f"-L{int(d['layers'])}-{d['reset']}_"
@@ -351,6 +359,11 @@ _PLOTS = (
     ("scaling", "Step time vs neurons", plots.plot_scaling),
     ("memory", "Peak memory", plots.plot_memory),
     ("speedup", "Speed-up over torch", plots.plot_speedup),
+)
+
+_GOALS_NOTE = (
+    "Median step times of this run (the fastest fused variant); 'measured' is the ratio the "
+    "target bounds: fused/other, fused/floor, best third-party/fused, or fused/torch memory."
 )
 
 _CSS = """
@@ -404,9 +417,10 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     metrics = case_metrics_table(run)
     problems = problems_table(run)
     warns = warnings_table(run)
+    goals = targets_table(run)
 
-    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, out)
-    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns)
+    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out)
+    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals)
     md_path, html_path = out / "report.md", out / "report.html"
     md_path.write_text(md, encoding="utf-8")
     html_path.write_text(html_page, encoding="utf-8")
@@ -422,6 +436,7 @@ def _markdown(
     metrics: Table,
     problems: Table,
     warns: Table,
+    goals: Table,
     out: Path,
 ) -> str:
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
@@ -435,6 +450,9 @@ def _markdown(
                       "", pivot.to_markdown(), ""]
         for caption, path in images:
             parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
+    if goals.rows:
+        parts += ["## Fused backend against its targets", "", _GOALS_NOTE, "",
+                  goals.to_markdown(), ""]
     parts += ["## Timing", "", timing.to_markdown(), ""]
     if metrics.rows:
         parts += ["## Other metrics per case", "", metrics.to_markdown(), ""]
@@ -454,6 +472,7 @@ def _html(
     metrics: Table,
     problems: Table,
     warns: Table,
+    goals: Table,
 ) -> str:
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
@@ -469,6 +488,9 @@ def _html(
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{esc(caption)}</figcaption></figure>")
+    if goals.rows:
+        body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(_GOALS_NOTE)}</p>",
+                 goals.to_html()]
     body += ["<h2>Timing</h2>", timing.to_html()]
     if metrics.rows:
         body += ["<h2>Other metrics per case</h2>", metrics.to_html()]

@@ -26,6 +26,16 @@ SHORT_HEADERS: dict[str, str] = {
 #: columns shown in the terminal (the note goes under the table)
 TEXT_COLUMNS: tuple[int, ...] = (0, 1, 4, 5, 6, 3, 7, 8, 9, 10, 11, 12, 13, 14)
 
+#: case columns that, apart from neurons and the adapter, define one group of comparable rows
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
+
+
+def group_title(row: Any) -> str:
+    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group."""
+    return (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
+            f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")
+
+
 HEADERS: tuple[str, ...] = (
     "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "status",
     "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",

@@ -51,13 +51,20 @@ def test_case_data_is_deterministic_and_framework_neutral() -> None:
 
 
 def test_shipped_configs_load() -> None:
-    for name in ("default", "opennm-2024", "scaling", "ci-smoke"):
+    for name in ("default", "opennm-2024", "scaling", "ci-smoke", "fused-gpu"):
         config = load_config(REPO / "configs" / f"{name}.toml")
         assert config.cases()
     opennm = load_config(REPO / "configs" / "opennm-2024.toml")
     assert sorted({s.neurons for s in opennm.cases()}) == [512, 4096, 8192, 16384]
     assert {s.reset for s in opennm.cases()} == {"subtract", "zero"}
     assert {(s.batch_size, s.time_steps, s.dtype) for s in opennm.cases()} == {(16, 500, "float32")}
+    fused = load_config(REPO / "configs" / "fused-gpu.toml")
+    assert {(s.neurons, s.dtype) for s in fused.cases()} == {
+        (n, d) for n in (512, 1024, 2048, 4096, 8192, 16384) for d in ("float32", "bfloat16")
+    }
+    assert {(s.batch_size, s.time_steps, s.matmul_precision) for s in fused.cases()} == {
+        (16, 500, "strict")
+    }
     scaling = load_config(REPO / "configs" / "scaling.toml")
     assert len(scaling.cases()) == 7 + 5  # n sweep, then T sweep (n=4096,T=500 counted once)
 
