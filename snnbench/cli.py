@@ -43,7 +43,16 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-BUILTIN_CONFIGS = ("default", "opennm-2024", "scaling", "ci-smoke")
+def _builtin_configs() -> tuple[str, ...]:
+    """Names of the configs shipped as package data (``configs/*.toml``)."""
+    from importlib.resources import files
+
+    names = [p.name.removesuffix(".toml") for p in files("snnbench.configs").iterdir()
+             if p.name.endswith(".toml")]
+    return tuple(sorted(names, key=lambda name: (name != "default", name)))
+
+
+BUILTIN_CONFIGS = _builtin_configs()
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -51,6 +51,20 @@ def test_config_typo_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown key(s) in [run]: adapter" in proc.stderr
 
 
+def test_every_shipped_config_resolves_by_name(tmp_path: Path) -> None:
+    from snnbench.cli import BUILTIN_CONFIGS, config_path
+
+    shipped = sorted(p.stem for p in (REPO / "configs").glob("*.toml"))
+    assert sorted(BUILTIN_CONFIGS) == shipped and BUILTIN_CONFIGS[0] == "default"
+    for name in shipped:
+        assert config_path(name).read_text() == (REPO / "configs" / f"{name}.toml").read_text()
+    # from another directory, where no configs/ folder is beside the user
+    proc = subprocess.run([sys.executable, "-c", "from snnbench.cli import config_path; "
+                           "print(config_path('fused-gpu').is_file())"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.stdout.strip() == "True", proc.stderr
+
+
 def test_unwritable_output_exits_2(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         target = Path("/proc/snnbench-cannot-write-here")  # root can write anywhere else
