@@ -409,6 +409,13 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
         for name in sorted(b_set.keys() | c_set.keys()):
             if b_set.get(name) != c_set.get(name):
                 warnings.append(f"setting {name} differs: {b_set.get(name)} → {c_set.get(name)}")
+    # older manifests have no env_vars: compared only when both runs recorded them
+    b_env, c_env = base.get("env_vars"), cand.get("env_vars")
+    if isinstance(b_env, dict) and isinstance(c_env, dict):
+        for name in sorted(b_env.keys() | c_env.keys()):
+            if b_env.get(name) != c_env.get(name):
+                warnings.append(f"environment variable {name} differs: "
+                                f"{b_env.get(name, 'unset')} → {c_env.get(name, 'unset')}")
     return warnings
 
 

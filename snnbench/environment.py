@@ -137,6 +137,21 @@ def container_image() -> dict[str, str | None] | None:
             "repo_digests": os.environ.get("SNNBENCH_IMAGE_REPO_DIGESTS") or None}
 
 
+#: prefixes of environment variables that change what a run measures (threads, allocators,
+#: compilers, GEMM paths, visible devices); recorded by name and value
+ENV_PREFIXES: tuple[str, ...] = (
+    "SNNBENCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "MALLOC_", "LD_PRELOAD",
+    "CUDA_", "CUBLAS_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "XLA_", "JAX_", "TF_",
+    "CUPY_", "NCCL_",
+)
+
+
+def relevant_env_vars(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment variables (by :data:`ENV_PREFIXES`) that can change a measurement."""
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in sorted(env) if k.startswith(ENV_PREFIXES)}
+
+
 def collect_environment() -> dict[str, Any]:
     """Everything about this machine and its software that a result depends on."""
     memory = psutil.virtual_memory()
@@ -156,6 +171,7 @@ def collect_environment() -> dict[str, Any]:
         "gpus": nvidia_gpus(),
         "packages": package_versions(),
         "image": container_image(),
+        "env_vars": relevant_env_vars(),
     }
 
 

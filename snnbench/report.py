@@ -301,6 +301,9 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
     settings = manifest.get("settings") or {}
     if isinstance(settings, dict) and settings:
         rows.append(["settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))])
+    env_vars = manifest.get("env_vars")
+    if isinstance(env_vars, dict) and env_vars:
+        rows.append(["environment", ", ".join(f"{k}={v}" for k, v in sorted(env_vars.items()))])
     image = manifest.get("image")
     if isinstance(image, dict):
         rows.append(["image", f"{image.get('tag', '?')} ({image.get('digest', '?')})"])

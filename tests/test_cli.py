@@ -88,9 +88,13 @@ def test_existing_run_is_not_overwritten(tmp_path: Path) -> None:
 def test_run_ok_then_show_and_failure_exit_code(tmp_path: Path) -> None:
     out = tmp_path / "ok"
     proc = run_cli("run", "--adapters", "fake-ok", "--neurons", "8,16", "--steps", "5",
-                   "--batch-size", "2", *FAST, "--out", str(out), env=_env())
+                   "--batch-size", "2", *FAST, "--out", str(out),
+                   env={**_env(), "SNNBENCH_FUSED_CPU_GEMM": "blas", "NOT_RECORDED": "x"})
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "fake-ok" in proc.stdout
+    # variables that change a measurement are in the manifest, others are not
+    env_vars = json.loads((out / "manifest.json").read_text())["env_vars"]
+    assert env_vars["SNNBENCH_FUSED_CPU_GEMM"] == "blas" and "NOT_RECORDED" not in env_vars
     show = run_cli("show", str(out), "--format", "md", env=_env())
     assert show.returncode == 0 and show.stdout.startswith("| adapter |")
     assert show.stdout.count("| fake-ok |") == 2

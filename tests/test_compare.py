@@ -238,6 +238,22 @@ def test_manifest_differences_warn(tmp_path: Path) -> None:
     assert cmp.exit_code == 0
 
 
+def test_environment_variable_differences_warn(tmp_path: Path) -> None:
+    rng = np.random.default_rng(13)
+    base = [timed_case("torch", 64, rng, median_s=1e-3)]
+    cand = [timed_case("torch", 64, rng, median_s=1e-3)]
+    b_env = {"OMP_NUM_THREADS": "2", "SNNBENCH_FUSED_CPU_GEMM": "blas"}
+    c_env = {"OMP_NUM_THREADS": "1"}
+    cmp = compare(*_runs(tmp_path, base, cand, base_kw={"manifest": {"env_vars": b_env}},
+                         cand_kw={"manifest": {"env_vars": c_env}}))
+    assert "environment variable OMP_NUM_THREADS differs: 2 → 1" in cmp.warnings
+    assert "environment variable SNNBENCH_FUSED_CPU_GEMM differs: blas → unset" in cmp.warnings
+    assert cmp.exit_code == 0
+    # a manifest from before env_vars were recorded: nothing to compare, no warning
+    old = compare(*_runs(tmp_path / "old", base, cand, cand_kw={"manifest": {"env_vars": c_env}}))
+    assert not any("environment variable" in w for w in old.warnings)
+
+
 def test_schema_version_mismatch_is_refused(tmp_path: Path) -> None:
     rng = np.random.default_rng(12)
     base = [timed_case("torch", 64, rng, median_s=1e-3)]
