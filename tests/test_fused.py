@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from snnbench.adapter import AdapterUnavailable
 from snnbench.adapters.floor import FloorAdapter
@@ -631,3 +632,55 @@ def test_fused_adapter_on_cuda(dtype: str) -> None:
         assert eq.grad_cosine >= GRAD_COSINE and eq.grad_max_rel_err <= GRAD_REL_ERR
     else:
         assert eq.grad_cosine >= 0.99
+
+
+class _NewStorages(TorchDispatchMode):
+    """Records (op, bytes) of every tensor storage an op creates: outputs whose storage is
+    none of the op's arguments' (views, in-place and out= ops return one of those)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.created: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        given = {g.untyped_storage().data_ptr()
+                 for g in torch.utils._pytree.tree_leaves((args, kwargs))
+                 if isinstance(g, torch.Tensor)}
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
+                self.created.append((str(func), t.untyped_storage().nbytes()))
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_activation_buffer_per_step(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory design, allocation by allocation: forward creates Y and the spikes (plus a
+    float32 v_pre for 16-bit, Y then being freed), backward only dW. No other T·B·n-sized
+    tensor: the saved buffer is reused for v_pre and dY, the stride-0 gradient is not expanded."""
+    monkeypatch.setenv("SNNBENCH_FUSED_CPU_GEMM", "blas")  # GEMMs that allocate like cuBLAS
+    t, b, n_in, n = 20, 4, 48, 64  # T·B·n = 5120 elements, n² = 4096, n·n_in = 3072
+    x = torch.rand(t, b, n_in, dtype=dtype)
+    lin = torch.nn.Linear(n_in, n, dtype=dtype)
+    params = LIFParams(reset="zero", surrogate="sigmoid", slope=4.0, detach_reset=False)
+    fwd = _NewStorages()
+    with fwd:
+        out = fused_linear_lif(x, lin.weight, lin.bias, params, "cpu")
+    (saved_x, saved_w, vpre) = out.grad_fn.saved_tensors
+    assert saved_x.data_ptr() == x.data_ptr() and saved_w.data_ptr() == lin.weight.data_ptr()
+    assert vpre.shape == (t, b, n) and vpre.dtype == torch.float32
+    bwd = _NewStorages()
+    with bwd:
+        out.sum().backward()
+    act = t * b * n * dtype.itemsize
+    big_fwd = sorted(nbytes for _, nbytes in fwd.created if nbytes >= act)
+    if dtype == torch.float32:
+        assert big_fwd == [act, act], fwd.created  # Y (= v_pre), spikes
+    else:
+        assert big_fwd == [act, act, 2 * act], fwd.created  # Y, spikes, float32 v_pre
+    big_bwd = [(op, nbytes) for op, nbytes in bwd.created if nbytes >= n_in * n * dtype.itemsize]
+    if dtype == torch.float32:
+        assert [nbytes for _, nbytes in big_bwd] == [n * n_in * 4], bwd.created  # dW only
+    else:  # 16-bit: dY in the spikes' dtype (v_pre is float32), then dW
+        assert sorted(nbytes for _, nbytes in big_bwd) == [n * n_in * 2, act], bwd.created
+    assert lin.weight.grad is not None and lin.bias.grad is not None
