@@ -474,6 +474,19 @@ def test_fused_adapter_cuda_unavailable_without_gpu() -> None:
         FusedAdapter().check_variant("default", "cuda")
 
 
+def test_cudagraph_variant_is_cuda_only() -> None:
+    adapter = FusedAdapter()
+    assert adapter.variants == ("default", "cudagraph")
+    spec = NetworkSpec(neurons=8, batch_size=2, time_steps=3)
+    # decided from the capabilities, without importing anything: a skipped row on the CPU
+    assert "supports: cuda" in (adapter.reason_skipped(spec, "cpu", "cudagraph") or "")
+    assert adapter.reason_skipped(spec, "cpu", "default") is None
+    with pytest.raises(AdapterUnavailable, match="CUDA graphs need a CUDA device"):
+        adapter.check_variant("cudagraph", "cpu")
+    with pytest.raises(AdapterUnavailable, match="unknown variant"):
+        adapter.check_variant("nosuch", "cpu")
+
+
 def test_failed_cpu_build_is_unavailable(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
