@@ -262,21 +262,12 @@ def _failure_record(
         status, message = "error", f"worker exited with code {returncode} and no result"
     if tail:
         message += f"; last output: {tail[-400:]}"
-    return {
-        "adapter": task.adapter,
-        "variant": task.variant,
-        "device": task.device,
-        "spec": task.spec.to_dict(),
-        "case_id": task.spec.case_id,
-        "status": status,
-        "message": message,
-        "library": "",
-        "library_version": None,
-    }
+    return _parent_record(task, status, message)
 
 
 def _parent_record(task: Task, status: str, message: str, library: str = "") -> dict[str, Any]:
-    """A row decided without a worker (broken plugin, statically skipped case)."""
+    """A row written by the parent, not a worker (broken plugin, statically skipped case, a
+    worker that died without a result)."""
     return {
         "adapter": task.adapter,
         "variant": task.variant,

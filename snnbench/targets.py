@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from snnbench.rundir import adapter_label
 from snnbench.tables import GROUP_COLUMNS, group_title
 
 #: adapters that are not libraries being compared: ours, and the GEMM-only floor
@@ -45,10 +46,6 @@ class TargetCheck:
     detail: str
 
 
-def _label(adapter: str, variant: str) -> str:
-    return adapter if variant in ("", "default") else f"{adapter}:{variant}"
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
@@ -57,7 +54,7 @@ def _best(rows: pd.DataFrame) -> tuple[str, float] | None:
     if rows.empty:
         return None
     row = rows.sort_values("median", kind="stable").iloc[0]
-    return _label(str(row["adapter"]), str(row["variant"])), float(row["median"])
+    return adapter_label(str(row["adapter"]), str(row["variant"])), float(row["median"])
 
 
 def check_fused_targets(summary: pd.DataFrame) -> list[TargetCheck]:

@@ -65,6 +65,21 @@ def available_or_skip(adapter: Adapter) -> Adapter:
     return adapter
 
 
+def assert_exact(adapter: Adapter, spec: NetworkSpec, variant: str = "default") -> None:
+    """``adapter`` builds ``spec`` on the CPU and matches the reference exactly: every spike,
+    and weight and bias gradients to cosine 0.9999 and relative error 1e-4."""
+    from snnbench.verify import check_adapter
+
+    assert adapter.reason_skipped(spec, "cpu", variant) is None
+    eq, _ = check_adapter(adapter, variant, spec, "cpu")
+    assert eq.spike_match == 1.0
+    assert eq.first_diff_step is None
+    assert eq.grad_cosine >= 0.9999
+    assert eq.bias_grad_cosine >= 0.9999
+    assert eq.grad_max_rel_err < 1e-4
+    assert eq.spike_rate > 0.005  # not vacuous: the last layer fires
+
+
 def assert_repeatable(model: Model, spec: NetworkSpec, steps: int = 3) -> None:
     """Repeated clean steps give identical spikes and gradients: no state leaks between calls."""
     import numpy as np

@@ -26,6 +26,7 @@ from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
 from snnbench.reference import run_reference, surrogate_grad
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
+from tests.conftest import assert_exact as _exact
 from tests.conftest import assert_repeatable
 from tests.conftest import available_or_skip as _available
 
@@ -43,17 +44,6 @@ def _restore_import_quirks() -> Iterator[None]:
     sys.modules.update(keep)
 
 
-
-
-def _exact(adapter: Adapter, spec: NetworkSpec) -> None:
-    assert adapter.reason_skipped(spec, "cpu", "default") is None
-    eq, _ = check_adapter(adapter, "default", spec, "cpu")
-    assert eq.spike_match == 1.0
-    assert eq.first_diff_step is None
-    assert eq.grad_cosine >= 0.9999
-    assert eq.bias_grad_cosine >= 0.9999
-    assert eq.grad_max_rel_err < 1e-4
-    assert eq.spike_rate > 0.005  # not vacuous: the last layer fires
 
 
 # -- sinabs: both resets, both detach rules, every surrogate ----------------------------------

@@ -25,23 +25,13 @@ from snnbench.adapters.spikingjelly import ENV_VAR, SpikingJellyAdapter
 from snnbench.adapters.torch_variants import TorchCompileAdapter, TorchCudaGraphAdapter
 from snnbench.spec import CaseData, NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
+from tests.conftest import assert_exact as _exact
 from tests.conftest import assert_repeatable
 from tests.conftest import available_or_skip as _available
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=5)
 
 
-
-
-def _exact(adapter: Adapter, spec: NetworkSpec, variant: str = "default") -> None:
-    assert adapter.reason_skipped(spec, "cpu", variant) is None
-    eq, _ = check_adapter(adapter, variant, spec, "cpu")
-    assert eq.spike_match == 1.0
-    assert eq.first_diff_step is None
-    assert eq.grad_cosine >= 0.9999
-    assert eq.bias_grad_cosine >= 0.9999
-    assert eq.grad_max_rel_err < 1e-4
-    assert eq.spike_rate > 0.005  # not vacuous: the last layer fires
 
 
 # -- snntorch: reset "zero", both detach rules (through reset_delay), every surrogate -----------
