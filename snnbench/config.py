@@ -22,6 +22,7 @@ from typing import Any
 
 import tomllib
 
+from snnbench.errors import UserError
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError
 
@@ -29,7 +30,7 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkSpec))
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message is one line naming the problem."""
 
 

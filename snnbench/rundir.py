@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from snnbench import schema
+from snnbench.errors import UserError
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = schema.SUMMARY_INT_COLUMNS + schema.SUMMARY_FLOAT_COLUMNS
@@ -23,7 +24,7 @@ _NUMERIC_SUMMARY = schema.SUMMARY_INT_COLUMNS + schema.SUMMARY_FLOAT_COLUMNS
 _TEXT_SUMMARY = schema.SUMMARY_TEXT_COLUMNS
 
 
-class RunDirError(Exception):
+class RunDirError(UserError):
     """The folder is not a readable run of this schema; the message is one line for the user."""
 
 

@@ -25,13 +25,14 @@ from typing import Any
 from snnbench.adapter import Adapter
 from snnbench.config import RunConfig
 from snnbench.environment import collect_environment, nvidia_gpus
+from snnbench.errors import UserError
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES
 from snnbench.spec import NetworkSpec
 from snnbench.storage import RunDir, StorageError, case_key
 
 
-class SelectionError(ValueError):
+class SelectionError(UserError, ValueError):
     """An adapter selection names something that does not exist."""
 
 

@@ -26,6 +26,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
+from snnbench.errors import UserError
+
 DType = Literal["float32", "bfloat16", "float16"]
 ResetMode = Literal["subtract", "zero"]
 SurrogateName = Literal["fast_sigmoid", "atan", "sigmoid"]
@@ -41,7 +43,7 @@ MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
 FloatArray = npt.NDArray[np.float32]
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A spec field has an impossible value; the message names the field."""
 
 

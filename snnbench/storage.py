@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import pandas as pd
 
+from snnbench.errors import UserError
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -40,7 +41,7 @@ from snnbench.schema import (
 from snnbench.stats import noise_warning, summarize
 
 
-class StorageError(Exception):
+class StorageError(UserError):
     """A run folder cannot be used (unwritable, busy, damaged); one clear line."""
 
 
