@@ -201,7 +201,8 @@ def run(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case."""
-    from snnbench.runner import SelectionError, Task, start_run
+    from snnbench.contract import CaseRecord, Job
+    from snnbench.runner import SelectionError, start_run
     from snnbench.storage import StorageError
 
     run_overrides: dict[str, Any] = {}
@@ -237,21 +238,21 @@ def run(
     with Progress(*columns, console=err_console, transient=False) as progress:
         bar = progress.add_task("starting", total=None)
 
-        def on_progress(event: str, index: int, total: int, task: Task,
-                        record: dict[str, Any] | None) -> None:
+        def on_progress(event: str, index: int, total: int, task: Job,
+                        record: CaseRecord | None) -> None:
             label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
             if event == "start":
                 progress.update(bar, total=total, description=label)
             else:
                 assert record is not None
                 progress.advance(bar)
-                status = record["status"]
+                status = record.status
                 color = {"ok": "green", "skipped": "yellow",
                          "unavailable": "yellow"}.get(status, "red")
                 progress.console.print(
                     f"  {task.adapter}:{task.variant} {task.spec.label}: [{color}]{status}[/]"
                     + ("" if status == "ok"
-                       else f" — {escape(str(record.get('message', ''))[:160])}"),
+                       else f" — {escape(record.message[:160])}"),
                     highlight=False,
                 )
 

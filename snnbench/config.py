@@ -25,6 +25,7 @@ import tomllib
 from snnbench.errors import UserError
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError
+from snnbench.timing import MeasureSettings
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkSpec))
@@ -46,6 +47,9 @@ class RunSettings:
     warmup: int = 2
     warmup_s: float = 0.2
     timeout_s: float = 900.0
+    #: seconds a worker may spend preparing (library import, first-use extension builds)
+    #: before its case starts; the case's own ``timeout_s`` starts after that
+    prepare_timeout_s: float = 1800.0
     #: CPU threads for torch and XLA in every worker; 0 means all cores of this machine
     threads: int = 0
     phases: tuple[str, ...] = TIMED_PHASES
@@ -66,12 +70,13 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be an integer ≥ 0, got {value!r}")
-        for name in ("min_time_s", "warmup_s", "timeout_s"):
+        for name in ("min_time_s", "warmup_s", "timeout_s", "prepare_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ConfigError(f"{name} must be a number ≥ 0, got {value!r}")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+        for name in ("timeout_s", "prepare_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_repeats < self.repeats:
             raise ConfigError(
                 f"max_repeats ({self.max_repeats}) must be ≥ repeats ({self.repeats})"
@@ -83,6 +88,14 @@ class RunSettings:
             )
         if not self.adapters:
             raise ConfigError("adapters must name at least one adapter (or 'all')")
+
+    @property
+    def measure_settings(self) -> MeasureSettings:
+        """The sampling settings a worker applies to every phase."""
+        return MeasureSettings(
+            repeats=self.repeats, max_repeats=self.max_repeats, min_time_s=self.min_time_s,
+            warmup=self.warmup, warmup_s=self.warmup_s,
+        )
 
     @property
     def resolved_threads(self) -> int:

@@ -8,14 +8,9 @@ code) into a status with a message.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.adapter import Adapter
-from snnbench.config import RunConfig
+from snnbench.config import RunConfig, RunSettings
+from snnbench.contract import CaseRecord, Job, JobMode, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
+from snnbench.executors import Executor, LocalExecutor
 from snnbench.registry import AdapterEntry, discover
-from snnbench.schema import FAILED_STATUSES
+from snnbench.schema import FAILED_STATUSES, JOBS_DIR
 from snnbench.spec import NetworkSpec
-from snnbench.storage import RunDir, StorageError, case_key
+from snnbench.storage import RunDir, StorageError
 
 
 class SelectionError(UserError, ValueError):
@@ -56,15 +53,17 @@ class SweepOutcome:
 
     run_dir: Path
     run_id: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[CaseRecord] = field(default_factory=list)
     skipped_existing: int = 0
 
     @property
     def failed(self) -> bool:
-        return any(r["status"] in FAILED_STATUSES for r in self.records)
+        """True when a case of this invocation failed (error, oom, timeout, mismatch)."""
+        return any(r.status in FAILED_STATUSES for r in self.records)
 
 
-ProgressCallback = Callable[[str, int, int, Task, dict[str, Any] | None], None]
+#: progress(event, index, total, job, record): event "start" (record None) or "done"
+ProgressCallback = Callable[[str, int, int, Job, CaseRecord | None], None]
 
 
 def new_run_id() -> str:
@@ -145,179 +144,117 @@ def thread_env(threads: int) -> dict[str, str]:
     return env
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code).name
-    except ValueError:
-        return f"signal {code}"
-
-
-def _tail(path: Path, lines: int = 6) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text[-lines:] if line.strip())
-
-
-def run_task(
+def make_job(
     task: Task,
-    config: RunConfig,
-    log_dir: Path,
+    settings: RunSettings,
     adapter: Adapter | None,
     order: int = 0,
-    extra_job: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Run one task in a fresh worker process with a timeout; always returns a record."""
-    settings = config.run
-    job: dict[str, Any] = {
-        "adapter": task.adapter,
-        "variant": task.variant,
-        "device": task.device,
-        "spec": task.spec.to_dict(),
-        "threads": settings.resolved_threads,
-        "phases": list(settings.phases),
-        "measure": {
-            "repeats": settings.repeats,
-            "max_repeats": settings.max_repeats,
-            "min_time_s": settings.min_time_s,
-            "warmup": settings.warmup,
-            "warmup_s": settings.warmup_s,
-        },
-        "verify": settings.verify,
-        "verify_time_steps": settings.verify_time_steps,
-        "allow_mismatch": settings.allow_mismatch,
-        "energy": settings.energy,
-        "order": order,
-        **(extra_job or {}),
-    }
-    env = dict(os.environ)
-    env.update(thread_env(settings.resolved_threads))
+    mode: JobMode = "run",
+    dump_path: str = "",
+) -> Job:
+    """The one place a :class:`~snnbench.contract.Job` is built from a task and the settings."""
+    env = thread_env(settings.resolved_threads)
     if adapter is not None:
         env.update(adapter.worker_env(task.variant))
-    env["PYTHONUNBUFFERED"] = "1"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{task.key}.log"
-    with tempfile.TemporaryDirectory(prefix="snnbench-job-") as tmp:
-        job_path = Path(tmp) / "job.json"
-        result_path = Path(tmp) / "result.json"
-        job["result_path"] = str(result_path)
-        job_path.write_text(json.dumps(job))
-        started = time.perf_counter()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "snnbench.worker", str(job_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # its own process group: a timeout kills its children too
-            )
-            timed_out = False
-            try:
-                proc.wait(timeout=settings.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-            except BaseException:
-                _kill_group(proc)
-                raise
-        wall_s = time.perf_counter() - started
-        record = _read_result(result_path)
-    if record is None:
-        record = _failure_record(task, proc.returncode, timed_out, settings.timeout_s, log_path)
-    record["order"] = order
-    record["wall_s"] = wall_s
-    record.setdefault("finished_utc", datetime.now(timezone.utc).isoformat())
+    return Job(
+        adapter=task.adapter,
+        variant=task.variant,
+        device=task.device,
+        spec=task.spec,
+        mode=mode,
+        threads=settings.resolved_threads,
+        phases=tuple(settings.phases),
+        measure=settings.measure_settings,
+        verify=settings.verify,
+        verify_time_steps=settings.verify_time_steps,
+        allow_mismatch=settings.allow_mismatch,
+        energy=settings.energy,
+        order=order,
+        dump_path=dump_path,
+        timeout_s=settings.timeout_s,
+        prepare_timeout_s=max(settings.prepare_timeout_s, settings.timeout_s),
+        env=tuple(sorted(env.items())),
+    )
+
+
+def parent_record(job: Job, status: str, message: str, library: str = "") -> CaseRecord:
+    """A record written by the parent, not a worker (broken plugin, statically skipped case)."""
+    record = CaseRecord.for_job(job, status, message, library)
+    record.finished_utc = now_utc()
     return record
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def static_record(job: Job, entries: dict[str, AdapterEntry]) -> CaseRecord | None:
+    """The record of a job that needs no worker, or None when it must run.
 
-
-def _read_result(path: Path) -> dict[str, Any] | None:
+    A broken plugin is ``unavailable`` and a spec the adapter cannot honour is ``skipped``,
+    both decided here without a process and without importing the library.
+    """
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+        adapter = entries[job.adapter].create()
+    except Exception as exc:  # a broken plugin is a row, never a crash
+        return parent_record(job, "unavailable", str(exc))
+    reason = adapter.reason_skipped(job.spec, job.device, job.variant)
+    if reason:
+        return parent_record(job, "skipped", reason, adapter.library)
+    return None
 
 
-def _failure_record(
-    task: Task, returncode: int | None, timed_out: bool, timeout_s: float, log_path: Path
-) -> dict[str, Any]:
-    tail = _tail(log_path)
-    if timed_out:
-        status, message = "timeout", f"no result within the {timeout_s:g} s timeout; killed"
-    elif returncode is not None and returncode < 0:
-        sig = -returncode
-        if sig == signal.SIGKILL:
-            status = "oom"
-            message = "worker killed by SIGKILL (most likely the host ran out of memory)"
-        else:
-            status, message = "error", f"worker crashed with {_signal_name(sig)}"
-    else:
-        status, message = "error", f"worker exited with code {returncode} and no result"
-    if tail:
-        message += f"; last output: {tail[-400:]}"
-    return _parent_record(task, status, message)
-
-
-def _parent_record(task: Task, status: str, message: str, library: str = "") -> dict[str, Any]:
-    """A row written by the parent, not a worker (broken plugin, statically skipped case, a
-    worker that died without a result)."""
-    return {
-        "adapter": task.adapter,
-        "variant": task.variant,
-        "device": task.device,
-        "spec": task.spec.to_dict(),
-        "case_id": task.spec.case_id,
-        "status": status,
-        "message": message,
-        "library": library,
-        "library_version": None,
-        "finished_utc": datetime.now(timezone.utc).isoformat(),
-    }
+def plan_jobs(tasks: list[Task], settings: RunSettings,
+              entries: dict[str, AdapterEntry]) -> list[Job]:
+    """One job per task, numbered in sweep order."""
+    jobs = []
+    for order, task in enumerate(tasks, start=1):
+        try:
+            adapter: Adapter | None = entries[task.adapter].create()
+        except Exception:  # reported by static_record
+            adapter = None
+        jobs.append(make_job(task, settings, adapter, order))
+    return jobs
 
 
 def execute(
-    tasks: list[Task],
-    config: RunConfig,
+    jobs: list[Job],
     run_dir: RunDir,
     run_id: str,
     entries: dict[str, AdapterEntry],
+    executor: Executor,
     progress: ProgressCallback | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Run pending tasks, storing each record and rebuilding the tables as it finishes."""
+) -> Iterator[CaseRecord]:
+    """Run the jobs the folder lacks, storing each record and rebuilding the tables as it
+    arrives (in the order the executor finishes them)."""
     done = run_dir.finished_keys()
-    pending = [t for t in tasks if t.key not in done]
+    pending = [job for job in jobs if job.key not in done]
     total = len(pending)
-    for index, task in enumerate(pending, start=1):
-        if progress:
-            progress("start", index, total, task, None)
-        entry = entries[task.adapter]
-        adapter: Adapter | None = None
-        record: dict[str, Any]
-        try:
-            adapter = entry.create()
-        except Exception as exc:
-            record = _parent_record(task, "unavailable", str(exc))
-        else:
-            # static capability check: no process (and no library import) needed to skip
-            reason = adapter.reason_skipped(task.spec, task.device, task.variant)
-            if reason:
-                record = _parent_record(task, "skipped", reason, adapter.library)
-            else:
-                record = run_task(task, config, run_dir.path / "logs", adapter, order=index)
-        record["order"] = index
+    finished = 0
+
+    def store(job: Job, record: CaseRecord) -> CaseRecord:
+        nonlocal finished
+        finished += 1
         run_dir.write_case(record)
         run_dir.rebuild_tables(run_id)
         if progress:
-            progress("done", index, total, task, record)
-        yield record
+            progress("done", finished, total, job, record)
+        return record
+
+    runnable: list[Job] = []
+    for job in pending:
+        record = static_record(job, entries)
+        if record is None:
+            runnable.append(job)
+        else:
+            yield store(job, record)
+    by_key = {job.key: job for job in runnable}
+
+    def started(job: Job) -> None:
+        if progress:
+            progress("start", finished + 1, total, job, None)
+
+    work_dir = run_dir.path / JOBS_DIR
+    for record in executor.run(runnable, work_dir, run_dir.path / "logs", started):
+        yield store(by_key.get(record.key, runnable[0]), record)
+    with contextlib.suppress(OSError):
+        work_dir.rmdir()  # only when empty: a cluster executor may still own folders there
 
 
 def start_run(
@@ -326,9 +263,11 @@ def start_run(
     results_root: Path,
     resume: bool,
     progress: ProgressCallback | None = None,
+    executor: Executor | None = None,
 ) -> SweepOutcome:
     """Create (or resume) a run folder and run the sweep into it."""
     entries = discover()
+    executor = executor or LocalExecutor()
     if resume:
         if out is None:
             raise StorageError("--resume needs --out pointing at the run folder to finish")
@@ -338,41 +277,47 @@ def start_run(
         run_id = str(manifest["run_id"])
         config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
         device = str(manifest["settings"]["device"])
+        tasks = plan_tasks(config, entries, device)
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
-        tasks_probe = plan_tasks(config, entries, device)  # selection errors before any write
-        del tasks_probe
+        tasks = plan_tasks(config, entries, device)  # selection errors before any write
         run_dir = RunDir.create(out or results_root / run_id)
         run_dir.lock()
-        manifest = {
-            "run_id": run_id,
-            "created_utc": datetime.now(timezone.utc).isoformat(),
-            "finished_utc": None,
-            **collect_environment(),
-            "settings": {
-                "device": device,
-                "threads": config.run.resolved_threads,
-                "matmul_precisions": sorted({s.matmul_precision for s in config.cases()}),
-                "tf32": any(s.matmul_precision == "tf32" for s in config.cases()),
-                "seeds": sorted({s.seed for s in config.cases()}),
-                "thread_env": thread_env(config.run.resolved_threads),
-            },
-            "config": config.to_dict(),
-            "command": sys.argv,
-        }
-        run_dir.write_manifest(manifest)
+        run_dir.write_manifest(new_manifest(run_id, config, tasks, device))
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
     try:
-        tasks = plan_tasks(config, entries, device)
-        outcome.skipped_existing = len({t.key for t in tasks} & run_dir.finished_keys())
-        for record in execute(tasks, config, run_dir, run_id, entries, progress):
+        jobs = plan_jobs(tasks, config.run, entries)
+        outcome.skipped_existing = len({j.key for j in jobs} & run_dir.finished_keys())
+        for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
         manifest = run_dir.read_manifest()
-        manifest["finished_utc"] = datetime.now(timezone.utc).isoformat()
+        manifest["finished_utc"] = now_utc()
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
     finally:
         run_dir.unlock()
+        executor.close()
     return outcome
+
+
+def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> dict[str, Any]:
+    """The manifest of a new run: machine, versions, settings and the full config."""
+    specs = {t.spec.case_id: t.spec for t in tasks}.values()
+    return {
+        "run_id": run_id,
+        "created_utc": now_utc(),
+        "finished_utc": None,
+        **collect_environment(),
+        "settings": {
+            "device": device,
+            "threads": config.run.resolved_threads,
+            "matmul_precisions": sorted({s.matmul_precision for s in specs}),
+            "tf32": any(s.matmul_precision == "tf32" for s in specs),
+            "seeds": sorted({s.seed for s in specs}),
+            "thread_env": thread_env(config.run.resolved_threads),
+        },
+        "config": config.to_dict(),
+        "command": sys.argv,
+    }

@@ -17,6 +17,8 @@ SAMPLES_PARQUET: Final = "samples.parquet"
 #: one JSON record per finished (adapter, variant, case): the source the tables are built from
 CASES_DIR: Final = "cases"
 LOCK_FILE: Final = ".lock"
+#: one folder per running case (its job file and the worker's result), removed when it is stored
+JOBS_DIR: Final = "jobs"
 
 Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout"]
 STATUSES: Final[tuple[str, ...]] = get_args(Status)

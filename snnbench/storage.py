@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import pandas as pd
 
+from snnbench.contract import CaseRecord
 from snnbench.errors import UserError
 from snnbench.schema import (
     CASES_DIR,
@@ -97,11 +98,6 @@ def read_json(path: Path) -> Any:
         raise StorageError(f"missing {path}") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"cannot read {path}: damaged or not JSON ({exc})") from exc
-
-
-def case_key(adapter: str, variant: str, device: str, case_id: str) -> str:
-    """File-name-safe identity of one (adapter, variant, device, case)."""
-    return f"{adapter}--{variant}--{device}--{case_id}"
 
 
 @dataclass
@@ -193,10 +189,9 @@ class RunDir:
             )
         return data
 
-    def write_case(self, record: dict[str, Any]) -> None:
+    def write_case(self, record: CaseRecord) -> None:
         """Store one finished case's record (atomically) under its key."""
-        key = case_key(record["adapter"], record["variant"], record["device"], record["case_id"])
-        atomic_write_json(self.cases_dir / f"{key}.json", record)
+        record.write(self.cases_dir / f"{record.key}.json")
 
     def finished_keys(self) -> set[str]:
         """Keys of the cases already recorded (``--resume`` skips them)."""
@@ -204,15 +199,14 @@ class RunDir:
             return set()
         return {p.stem for p in self.cases_dir.glob("*.json")}
 
-    def case_records(self) -> list[dict[str, Any]]:
-        """Every case record, ordered by the time it finished."""
-        records = []
-        for path in sorted(self.cases_dir.glob("*.json")):
-            record = read_json(path)
-            if not isinstance(record, dict):
-                raise StorageError(f"{path} is damaged: not a JSON object")
-            records.append(record)
-        records.sort(key=lambda r: (r.get("finished_utc") or "", r.get("order", 0)))
+    def case_records(self) -> list[CaseRecord]:
+        """Every case record, ordered by the time it finished.
+
+        A file that is not a case record of this schema raises a
+        :class:`~snnbench.contract.ContractError` naming it.
+        """
+        records = [CaseRecord.read(path) for path in sorted(self.cases_dir.glob("*.json"))]
+        records.sort(key=lambda r: (r.finished_utc, r.order))
         return records
 
     # -- derived tables ------------------------------------------------------------------
@@ -230,39 +224,39 @@ class RunDir:
         return summary
 
 
-def _case_columns(record: dict[str, Any]) -> dict[str, Any]:
-    spec = record["spec"]
+def _case_columns(record: CaseRecord) -> dict[str, Any]:
+    spec = record.spec
     return {
-        "adapter": record["adapter"],
-        "variant": record["variant"],
-        "device": record["device"],
-        "dtype": spec["dtype"],
-        "neurons": spec["neurons"],
-        "batch_size": spec["batch_size"],
-        "time_steps": spec["time_steps"],
-        "layers": spec["layers"],
-        "reset": spec["reset"],
+        "adapter": record.adapter,
+        "variant": record.variant,
+        "device": record.device,
+        "dtype": spec.dtype,
+        "neurons": spec.neurons,
+        "batch_size": spec.batch_size,
+        "time_steps": spec.time_steps,
+        "layers": spec.layers,
+        "reset": spec.reset,
     }
 
 
-def summary_frame(records: list[dict[str, Any]], run_id: str) -> pd.DataFrame:
+def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
     """One row per adapter × case × phase × metric (one status row for a non-ok case)."""
     rows: list[dict[str, Any]] = []
     for record in records:
         base = {
             "run_id": run_id,
             **_case_columns(record),
-            "library": record.get("library", ""),
-            "library_version": record.get("library_version") or "",
-            "status": record["status"],
-            "message": record.get("message", ""),
-            "spike_match": _num(record.get("spike_match")),
-            "grad_cosine": _num(record.get("grad_cosine")),
-            "case_id": record["case_id"],
-            "allow_mismatch": bool(record.get("allow_mismatch", False)),
+            "library": record.library,
+            "library_version": record.library_version or "",
+            "status": record.status,
+            "message": record.message,
+            "spike_match": _num(record.spike_match),
+            "grad_cosine": _num(record.grad_cosine),
+            "case_id": record.case_id,
+            "allow_mismatch": record.allow_mismatch,
         }
-        measurements: dict[str, dict[str, list[float]]] = record.get("samples") or {}
-        if record["status"] != "ok" or not measurements:
+        measurements = record.samples
+        if record.status != "ok" or not measurements:
             rows.append({**base, "phase": "", "metric": "", "unit": "", "n_samples": 0})
             continue
         for phase, metrics in measurements.items():
@@ -325,21 +319,21 @@ def _typed_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def samples_frame(records: list[dict[str, Any]], run_id: str) -> pd.DataFrame:
+def samples_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
     """One row per raw sample of every ok case."""
     rows: list[dict[str, Any]] = []
     for record in records:
-        if record["status"] != "ok":
+        if record.status != "ok":
             continue
         cols = _case_columns(record)
-        for phase, metrics in (record.get("samples") or {}).items():
+        for phase, metrics in record.samples.items():
             for metric, values in metrics.items():
                 for index, value in enumerate(values):
                     rows.append(
                         {
                             "run_id": run_id,
                             **cols,
-                            "case_id": record["case_id"],
+                            "case_id": record.case_id,
                             "phase": phase,
                             "metric": metric,
                             "unit": METRIC_UNITS.get(metric, ""),

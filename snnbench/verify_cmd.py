@@ -16,9 +16,11 @@ from typing import Any
 from rich.console import Console
 
 from snnbench.config import RunConfig, RunSettings
+from snnbench.contract import CaseRecord
+from snnbench.executors.local import run_in_folder
 from snnbench.registry import discover
-from snnbench.runner import Task, plan_tasks, run_task
-from snnbench.spec import NetworkSpec
+from snnbench.runner import Task, make_job, parent_record, plan_tasks
+from snnbench.schema import FAILED_STATUSES
 from snnbench.tables import spike_match_text
 
 VERIFY_HEADERS: tuple[str, ...] = (
@@ -49,7 +51,7 @@ class VerifyRequest:
 
 def run_verification(
     request: VerifyRequest, console: Console | None = None
-) -> list[dict[str, Any]]:
+) -> list[CaseRecord]:
     """Run every check; returns one record per check (status ok, mismatch, skipped...)."""
     for reset in request.resets:
         if reset not in ("subtract", "zero"):
@@ -76,13 +78,13 @@ def run_verification(
     if request.dump_dir is not None:
         request.dump_dir.mkdir(parents=True, exist_ok=True)
     largest = max(request.neurons)
-    records: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as logs:
+    records: list[CaseRecord] = []
+    with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as tmp:
         for index, task in enumerate(tasks, start=1):
             if console is not None:
                 console.print(f"  [{index}/{len(tasks)}] {task.adapter}:{task.variant} "
                               f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
-            records.append(_check(task, config, entries, request, largest, Path(logs)))
+            records.append(_check(task, config, entries, request, largest, Path(tmp)))
     return records
 
 
@@ -97,23 +99,22 @@ def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
 
 
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
-           largest: int, logs: Path) -> dict[str, Any]:
-    entry = entries[task.adapter]
-    try:
-        adapter = entry.create()
-    except Exception as exc:
-        return {"adapter": task.adapter, "variant": task.variant, "spec": task.spec.to_dict(),
-                "status": "unavailable", "message": str(exc)}
-    extra: dict[str, Any] = {"mode": "verify"}
+           largest: int, tmp: Path) -> CaseRecord:
+    dump_path = ""
     if request.dump_dir is not None and task.spec.neurons == largest:
         detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
         name = f"{task.adapter}-{task.variant}-{task.spec.reset}{detach}.npz"
-        extra["dump_path"] = str((request.dump_dir / name).resolve())
+        dump_path = str((request.dump_dir / name).resolve())
+    try:
+        adapter = entries[task.adapter].create()
+    except Exception as exc:  # a broken plugin is a row, never a crash
+        return parent_record(make_job(task, config.run, None, mode="verify"), "unavailable",
+                             str(exc))
+    job = make_job(task, config.run, adapter, mode="verify", dump_path=dump_path)
     reason = adapter.reason_skipped(task.spec, task.device, task.variant)
     if reason:
-        return {"adapter": task.adapter, "variant": task.variant, "spec": task.spec.to_dict(),
-                "status": "skipped", "message": reason}
-    return run_task(task, config, logs, adapter, extra_job=extra)
+        return parent_record(job, "skipped", reason, adapter.library)
+    return run_in_folder(job, tmp / "jobs", tmp / "logs")
 
 
 def _fmt(value: Any, fmt: str) -> str:
@@ -122,32 +123,31 @@ def _fmt(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
-def verify_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
     """Display rows for :data:`VERIFY_HEADERS`."""
     rows: list[tuple[str, ...]] = []
     for r in records:
-        spec = NetworkSpec.from_dict(r["spec"])
-        eq = r.get("equivalence") or {}
+        spec = r.spec
+        eq = r.equivalence or {}
         declared = ""
-        if "exact_dynamics" in r:
+        if r.exact_dynamics is not None:
             # what the adapter claims: both exact, exact spikes only, or neither
-            if r["exact_dynamics"] and r.get("exact_gradient"):
+            if r.exact_dynamics and r.exact_gradient:
                 declared = "both"
             else:
-                declared = "spikes" if r["exact_dynamics"] else "neither"
+                declared = "spikes" if r.exact_dynamics else "neither"
         rows.append((
-            r["adapter"], r["variant"], spec.reset, "yes" if spec.detach_reset else "no",
-            str(spec.neurons), declared, r["status"],
+            r.adapter, r.variant, spec.reset, "yes" if spec.detach_reset else "no",
+            str(spec.neurons), declared, r.status,
             spike_match_text(float(eq["spike_match"])) if eq else "",
             "" if not eq else ("none" if eq.get("first_diff_step") is None
                                else str(eq["first_diff_step"])),
             _fmt(eq.get("grad_cosine"), ".6f"), _fmt(eq.get("grad_max_rel_err"), ".1e"),
-            _fmt(eq.get("bias_grad_cosine"), ".6f"), str(r.get("message", "")),
+            _fmt(eq.get("bias_grad_cosine"), ".6f"), r.message,
         ))
     return rows
 
 
-def exit_code(records: list[dict[str, Any]]) -> int:
+def exit_code(records: list[CaseRecord]) -> int:
     """1 when an adapter declaring exact behaviour disagreed or a check broke, else 0."""
-    bad = {"mismatch", "error", "oom", "timeout"}
-    return 1 if any(r["status"] in bad for r in records) else 0
+    return 1 if any(r.status in FAILED_STATUSES for r in records) else 0

@@ -9,30 +9,32 @@ the missing result file and the exit status.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import sys
 import time
 import traceback
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
+from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
 from snnbench.energy import measure_energy
+from snnbench.environment import package_versions
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
 from snnbench.timing import MeasureSettings, sample_phase, warm_up
-from snnbench.verify import GRAD_COSINE_MIN, check_adapter, reference_for, verification_spec
-
-
-def now_utc() -> str:
-    """ISO-8601 UTC timestamp."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+from snnbench.verify import (
+    GRAD_COSINE_MIN,
+    Equivalence,
+    check_adapter,
+    reference_for,
+    verification_spec,
+)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -98,9 +100,8 @@ def _check_output(model: Model, spec: NetworkSpec, handle: Any) -> None:
         raise ValueError("adapter returned NaN or inf spikes")
 
 
-def _case_metrics(spec: NetworkSpec) -> dict[str, list[float]]:
-    """Firing rate and synaptic operations per step, from the reference at the verify size."""
-    small = verification_spec(spec)
+def _case_metrics(small: NetworkSpec) -> dict[str, list[float]]:
+    """Firing rate and synaptic operations per step, from the reference at the check's size."""
     data = make_case_data(small)
     result = reference_for(data)
     return {
@@ -109,27 +110,22 @@ def _case_metrics(spec: NetworkSpec) -> dict[str, list[float]]:
     }
 
 
-def measure(
-    adapter: Adapter, variant: str, spec: NetworkSpec, device: str, job: dict[str, Any],
-    record: dict[str, Any],
-) -> None:
-    """Build, warm up and time every phase; fills ``record['samples']``."""
-    settings = MeasureSettings(**job["measure"])
+def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) -> None:
+    """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``."""
+    spec, device, settings = job.spec, job.device, job.measure
     framework = adapter.framework
     rss = RssProbe()
     baseline_rss = current_rss_bytes()
-    record["baseline_rss_bytes"] = baseline_rss
+    record.measurement["baseline_rss_bytes"] = baseline_rss
 
     start = time.perf_counter()
     data = make_case_data(spec)
-    model = adapter.build(spec, data, device, variant)
+    model = adapter.build(spec, data, device, job.variant)
     model.synchronize()
     build_s = time.perf_counter() - start
     del data
     probe: MemoryProbe = probe_for(framework, device)
-    samples: dict[str, dict[str, list[float]]] = {
-        "setup": {"prepare_s": [float(record.get("prepare_s", 0.0))], "build_s": [build_s]}
-    }
+    samples: Samples = {"setup": {"prepare_s": [prepare_s], "build_s": [build_s]}}
     try:
         start = time.perf_counter()
         model.zero_grad()
@@ -140,8 +136,8 @@ def measure(
         model.synchronize()
         del handle
         samples["setup"]["first_call_s"] = [time.perf_counter() - start]
-        record["warmup_steps"] = warm_up(model, settings)
-        for phase in job["phases"]:
+        record.measurement["warmup_steps"] = warm_up(model, settings)
+        for phase in job.phases:
             probe.reset()
             rss.reset()
             model.reset_peak_memory()
@@ -156,14 +152,13 @@ def measure(
             if peak is not None:
                 metrics["peak_mem_bytes"] = [float(peak)]
             samples[phase] = metrics
-        if job.get("energy") and device == "cuda":
+        if job.energy and device == "cuda":
             energy = _measure_energy(model, settings)
             if energy:
                 samples["step"].update(energy)
     finally:
         model.close()
-    samples["case"] = _case_metrics(spec)
-    record["samples"] = samples
+    record.samples = samples
 
 
 def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[float]]:
@@ -180,69 +175,65 @@ def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[f
     }
 
 
-def _verify_only(
-    adapter: Adapter, variant: str, spec: NetworkSpec, device: str, job: dict[str, Any],
-    record: dict[str, Any],
-) -> dict[str, Any]:
-    """``snnbench verify``: compare with the reference at the given spec, optionally dump."""
-    capabilities = adapter.capabilities(variant)
-    record["exact_dynamics"] = capabilities.exact_dynamics
-    record["exact_gradient"] = capabilities.exact_gradient
-    record["approximation_note"] = capabilities.approximation_note
+def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
+    record.equivalence = equivalence.to_dict()
+    record.spike_match = equivalence.spike_match
+    record.grad_cosine = equivalence.grad_cosine
+
+
+def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
+    """``snnbench verify``: compare with the reference at the job's spec, optionally dump."""
+    spec = job.spec
+    capabilities = adapter.capabilities(job.variant)
+    record.exact_dynamics = capabilities.exact_dynamics
+    record.exact_gradient = capabilities.exact_gradient
+    record.approximation_note = capabilities.approximation_note
     if not capabilities.verifiable:
-        record["status"] = "skipped"
-        record["message"] = "computes no LIF (pseudo-adapter): nothing to verify"
-        return record
-    equivalence, arrays = check_adapter(adapter, variant, spec, device)
-    record["equivalence"] = equivalence.to_dict()
-    record["spike_match"] = equivalence.spike_match
-    record["grad_cosine"] = equivalence.grad_cosine
+        record.status = "skipped"
+        record.message = "computes no LIF (pseudo-adapter): nothing to verify"
+        return
+    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device)
+    _record_equivalence(record, equivalence)
     problems = []
     if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
         problems.append(f"spikes match only {equivalence.spike_match:.4%}")
     if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[spec.dtype]:
         problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
-    record["status"] = "mismatch" if problems else "ok"
-    record["message"] = "; ".join(problems) or capabilities.approximation_note
-    dump = job.get("dump_path")
-    if dump:
+    record.status = "mismatch" if problems else "ok"
+    record.message = "; ".join(problems) or capabilities.approximation_note
+    if job.dump_path:
         payload: dict[str, Any] = {**arrays, "spec_json": np.array(spec.to_json())}
-        np.savez(dump, **payload)
-        record["dump_path"] = dump
-    return record
+        np.savez(job.dump_path, **payload)
+        record.dump_path = job.dump_path
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Execute one job; always returns a result record (status + message, samples if ok)."""
-    spec = NetworkSpec.from_dict(job["spec"])
-    name, variant, device = job["adapter"], job["variant"], job["device"]
-    record: dict[str, Any] = {
-        "adapter": name,
-        "variant": variant,
-        "device": device,
-        "spec": spec.to_dict(),
-        "case_id": spec.case_id,
-        "status": "error",
-        "message": "",
-        "library": "",
-        "library_version": None,
-        "spike_match": None,
-        "grad_cosine": None,
-        "allow_mismatch": bool(job.get("allow_mismatch")),
-        "started_utc": now_utc(),
-        "order": job.get("order", 0),
-    }
+def _mark_prepared(job: Job) -> None:
+    """Tell the parent that preparation is over: the case's own time limit starts now."""
+    with contextlib.suppress(OSError):
+        job.prepared_marker.touch()
+
+
+def run_job(job: Job) -> CaseRecord:
+    """Execute one job; always returns a record (status + message, samples if ok)."""
+    spec, variant, device = job.spec, job.variant, job.device
+    record = CaseRecord.for_job(job)
+    record.started_utc = now_utc()
+    record.packages = {k: v for k, v in package_versions().items() if v is not None}
     phase = "loading the adapter"
     try:
-        adapter = get_entry(name).create()
-        record["library"] = adapter.library
+        adapter = get_entry(job.adapter).create()
+        record.library = adapter.library
         phase = "importing the library"
-        record["library_version"] = adapter.version()
-        # first-use work (e.g. compiling a kernel) happens here: timed apart, never a sample
+        record.library_version = adapter.version()
+        # first-use work (e.g. compiling a kernel) happens here: timed apart, never a sample,
+        # and under the prepare limit rather than the case's timeout
+        phase = "preparing the library"
         start = time.perf_counter()
         adapter.check_variant(variant, device)
-        record["prepare_s"] = time.perf_counter() - start
-        record["settings"] = apply_framework_settings(adapter.framework, spec, job["threads"])
+        prepare_s = time.perf_counter() - start
+        _mark_prepared(job)
+        phase = "applying settings"
+        record.settings = apply_framework_settings(adapter.framework, spec, job.threads)
         reason = device_available(adapter.framework, device)
         if reason:
             raise AdapterUnavailable(reason)
@@ -250,61 +241,67 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         if reason:
             raise CaseSkipped(reason)
         capabilities = adapter.capabilities(variant)
-        if job.get("mode") == "verify":
-            return _verify_only(adapter, variant, spec, device, job, record)
-        if job.get("verify", True) and capabilities.verifiable:
+        if job.mode == "verify":
             phase = "verifying equivalence"
-            small = verification_spec(spec, job.get("verify_time_steps", 50))
+            _verify_only(adapter, job, record)
+            return record
+        # one short spec for the pre-timing check and the case metrics: the same T for both
+        small = verification_spec(spec, job.verify_time_steps)
+        if job.verify and capabilities.verifiable:
+            phase = "verifying equivalence"
             equivalence, _ = check_adapter(adapter, variant, small, device)
-            record["equivalence"] = equivalence.to_dict()
-            record["spike_match"] = equivalence.spike_match
-            record["grad_cosine"] = equivalence.grad_cosine
+            _record_equivalence(record, equivalence)
             if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
                 text = (
                     f"spikes match the reference on {equivalence.spike_match:.4%} "
                     f"(first differing step {equivalence.first_diff_step}); adapter declares "
                     "exact dynamics"
                 )
-                if not job.get("allow_mismatch"):
-                    record["status"] = "mismatch"
-                    record["message"] = text + ": not timed (use --allow-mismatch to time it)"
+                if not job.allow_mismatch:
+                    record.status = "mismatch"
+                    record.message = text + ": not timed (use --allow-mismatch to time it)"
                     return record
-                record["message"] = text + "; timed anyway (--allow-mismatch)"
+                record.message = text + "; timed anyway (--allow-mismatch)"
         if not capabilities.verifiable:
-            record["message"] = record["message"] or capabilities.approximation_note
-        elif not capabilities.exact_gradient and not record["message"]:
+            record.message = record.message or capabilities.approximation_note
+        elif not capabilities.exact_gradient and not record.message:
             # a library may be exact at some settings only: trust the measured gradient
-            cosine = record["grad_cosine"]
+            cosine = record.grad_cosine
             if cosine is None or cosine < GRAD_COSINE_MIN[spec.dtype]:
-                record["message"] = f"approximate gradient: {capabilities.approximation_note}"
+                record.message = f"approximate gradient: {capabilities.approximation_note}"
         phase = "measuring"
-        measure(adapter, variant, spec, device, job, record)
-        record["status"] = "ok"
+        measure(adapter, job, record, prepare_s)
+        record.samples["case"] = _case_metrics(small)
+        record.status = "ok"
     except AdapterUnavailable as exc:
-        record["status"] = "unavailable"
-        record["message"] = str(exc)
+        record.status = "unavailable"
+        record.message = str(exc)
     except CaseSkipped as exc:
-        record["status"] = "skipped"
-        record["message"] = str(exc)
+        record.status = "skipped"
+        record.message = str(exc)
     except BaseException as exc:  # every failure of a case must become its row
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
-        record["status"] = "oom" if is_oom(exc) else "error"
-        record["message"] = f"while {phase}: {type(exc).__name__}: {exc}".strip()
-        record["traceback"] = traceback.format_exc(limit=20)
+        record.status = "oom" if is_oom(exc) else "error"
+        record.message = f"while {phase}: {type(exc).__name__}: {exc}".strip()
+        record.traceback = traceback.format_exc(limit=20)
     finally:
-        record["finished_utc"] = now_utc()
+        record.finished_utc = now_utc()
     return record
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the worker process."""
+    """Entry point of the worker process: ``python -m snnbench.worker JOB.json``."""
     args = sys.argv[1:] if argv is None else argv
-    job = json.loads(Path(args[0]).read_text())
-    record = run_job(job)
-    from snnbench.storage import atomic_write_json
-
-    atomic_write_json(Path(job["result_path"]), record)
+    if len(args) != 1:
+        print("usage: python -m snnbench.worker JOB.json", file=sys.stderr)
+        return 2
+    try:
+        job = Job.read(Path(args[0]))
+    except ContractError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run_job(job).write(Path(job.result_path))
     return 0
 
 

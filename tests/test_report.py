@@ -216,9 +216,10 @@ def test_other_schema_version(tmp_path: Path) -> None:
 def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
     """The real writer (snnbench.storage) and this reader agree on the format."""
     from snnbench.compare import compare
+    from snnbench.contract import CaseRecord
     from snnbench.storage import RunDir
 
-    def record(adapter: str, n: int, status: str, scale: float) -> dict[str, object]:
+    def record(adapter: str, n: int, status: str, scale: float) -> CaseRecord:
         rng = np.random.default_rng(n)
         rec: dict[str, object] = {
             "adapter": adapter,
@@ -227,7 +228,6 @@ def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
             "library": adapter,
             "library_version": "1.0",
             "status": status,
-            "case_id": f"c{n}",
             "message": "" if status == "ok" else "boom",
             "spike_match": 1.0,
             "grad_cosine": 1.0,
@@ -248,7 +248,7 @@ def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
                 }
                 for phase, share in (("forward", 0.4), ("backward", 0.6), ("step", 1.0))
             }
-        return rec
+        return CaseRecord.from_dict(rec)
 
     runs = {}
     for name, scale in (("base", 1.0), ("cand", 1.5)):

@@ -9,15 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from snnbench.contract import CaseRecord, ContractError
 from snnbench.schema import SUMMARY_COLUMNS
+from snnbench.spec import NetworkSpec
 from snnbench.storage import RunDir, StorageError, atomic_write_json, read_summary, summary_frame
 
 
-def _record(adapter: str, status: str = "ok", **extra: object) -> dict[str, object]:
-    spec = {"neurons": 8, "batch_size": 2, "time_steps": 5, "layers": 1, "dtype": "float32",
-            "reset": "subtract"}
-    return {"adapter": adapter, "variant": "default", "device": "cpu", "spec": spec,
-            "case_id": "abc", "status": status, "message": "", **extra}
+def _record(adapter: str, status: str = "ok", **extra: object) -> CaseRecord:
+    spec = NetworkSpec(neurons=8, batch_size=2, time_steps=5)
+    return CaseRecord.from_dict({"adapter": adapter, "variant": "default", "device": "cpu",
+                                 "spec": spec.to_dict(), "status": status, **extra})
 
 
 def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
@@ -47,8 +48,12 @@ def test_summary_rows_and_floor_ratio() -> None:
 def test_damaged_case_record_and_wrong_schema(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "run")
     (run.cases_dir / "x.json").write_text("{torn")
-    with pytest.raises(StorageError, match="damaged"):
+    with pytest.raises(ContractError, match=r"x\.json: damaged or not JSON"):
         run.case_records()
+    (run.cases_dir / "x.json").write_text('{"hello": 1}')
+    with pytest.raises(ContractError, match=r"x\.json is not a case record: it lacks 'adapter'"):
+        run.case_records()
+    (run.cases_dir / "x.json").unlink()
     run.write_manifest({"run_id": "r"})
     data = json.loads(run.manifest_path.read_text())
     data["schema_version"] = 999

@@ -141,3 +141,12 @@ class SubtractOnlyAdapter(_Base):
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(devices=("cpu",), resets=("subtract",))
+
+
+class SlowPrepareAdapter(_Base):
+    """First-use work (e.g. an extension build) of ``SNNBENCH_FAKE_PREPARE_S`` seconds."""
+
+    name = "fake-slow-prepare"
+
+    def check_variant(self, variant: str, device: str) -> None:
+        time.sleep(float(os.environ.get("SNNBENCH_FAKE_PREPARE_S", "2")))

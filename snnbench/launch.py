@@ -1,0 +1,168 @@
+"""Run one :class:`~snnbench.contract.Job` as ``python -m snnbench.worker JOB.json`` and turn
+whatever happens to that process into a :class:`~snnbench.contract.CaseRecord`.
+
+Every executor (local, Slurm, Ray) ends up here, on whichever machine runs the case, so a case
+always keeps its fresh process and a segfault stays a case status.
+
+Two clocks guard a worker. Until it touches :attr:`Job.prepared_marker` it is preparing
+(importing its library, building a CUDA extension on first use) under
+:attr:`Job.prepare_timeout_s`; from then on the timed case runs under :attr:`Job.timeout_s`.
+A first-use build therefore never eats the case's time limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from snnbench.contract import CaseRecord, ContractError, Job
+
+#: how often the parent looks at the worker and its marker file
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a worker process ended, as seen by the process that started it."""
+
+    returncode: int | None
+    #: "" when it ended by itself, else "prepare" or "case": the limit it overran
+    timed_out: str = ""
+    wall_s: float = 0.0
+
+
+def worker_command(job: Job, job_path: Path) -> list[str]:
+    """The worker's command line, under the job's environment interpreter."""
+    python = job.environment.python or sys.executable
+    return [python, "-m", "snnbench.worker", str(job_path)]
+
+
+def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The worker's environment variables: the parent's, then the job's own."""
+    env = dict(os.environ if base is None else base)
+    env.update(job.env_vars)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_worker(job: Job, job_dir: Path, log_path: Path) -> CaseRecord:
+    """Write ``job`` into ``job_dir``, run its worker, and return its record.
+
+    ``job.result_path`` must lie in ``job_dir``. The record is the worker's own when it wrote
+    one; otherwise one the parent builds from the exit (timeout, signal, exit code) and the
+    last lines of the log.
+    """
+    job_path = job_dir / "job.json"
+    job.write(job_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            worker_command(job, job_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=worker_environment(job),
+            start_new_session=True,  # its own process group: a timeout kills its children too
+        )
+        try:
+            exit_ = wait_for_worker(proc, job)
+        except BaseException:
+            kill_group(proc)
+            raise
+    record = read_result(Path(job.result_path))
+    if record is None:
+        record = record_from_exit(job, exit_, log_path)
+    record.wall_s = exit_.wall_s
+    record.order = job.order
+    if not record.finished_utc:
+        from snnbench.contract import now_utc
+
+        record.finished_utc = now_utc()
+    return record
+
+
+def wait_for_worker(proc: subprocess.Popen[bytes], job: Job) -> Exit:
+    """Wait for the worker under the prepare limit, then under the case limit."""
+    started = time.monotonic()
+    marker = job.prepared_marker
+    case_started: float | None = None
+    while True:
+        try:
+            returncode = proc.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            return Exit(returncode, "", time.monotonic() - started)
+        now = time.monotonic()
+        if case_started is None and marker.exists():
+            case_started = now
+        if case_started is None and now - started > job.prepare_timeout_s:
+            kill_group(proc)
+            return Exit(proc.returncode, "prepare", now - started)
+        if case_started is not None and now - case_started > job.timeout_s:
+            kill_group(proc)
+            return Exit(proc.returncode, "case", now - started)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's whole process group and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def read_result(path: Path) -> CaseRecord | None:
+    """The worker's record, or None when it wrote none (or a damaged one)."""
+    if not path.exists():
+        return None
+    try:
+        return CaseRecord.read(path)
+    except ContractError:
+        return None
+
+
+def signal_name(code: int) -> str:
+    """``SIGSEGV`` for 11, ``signal 99`` for an unknown number."""
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def log_tail(path: Path, lines: int = 6) -> str:
+    """The last non-empty lines of a log, joined with `` | ``."""
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:] if line.strip())
+
+
+def classify_exit(exit_: Exit, job: Job) -> tuple[str, str]:
+    """(status, message) for a worker that ended without writing a record."""
+    if exit_.timed_out == "prepare":
+        return "timeout", (f"preparation (library import, first-use builds) took longer than "
+                           f"the {job.prepare_timeout_s:g} s prepare limit; killed")
+    if exit_.timed_out:
+        return "timeout", f"no result within the {job.timeout_s:g} s timeout; killed"
+    code = exit_.returncode
+    if code is not None and code < 0:
+        if -code == signal.SIGKILL:
+            return "oom", "worker killed by SIGKILL (most likely the host ran out of memory)"
+        return "error", f"worker crashed with {signal_name(-code)}"
+    return "error", f"worker exited with code {code} and no result"
+
+
+def record_from_exit(job: Job, exit_: Exit, log_path: Path) -> CaseRecord:
+    """The parent's record of a worker that died, hung or exited without a result."""
+    status, message = classify_exit(exit_, job)
+    tail = log_tail(log_path)
+    if tail:
+        message += f"; last output: {tail[-400:]}"
+    return CaseRecord.for_job(job, status, message)
