@@ -407,6 +407,8 @@ class Context:
 # (which may not have snnbench), so they import only the library, as the adapters do.
 _CHECK_HEAD = """
 import contextlib, importlib, importlib.metadata as md, json, os, sys, time
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]  # `python -c` from a checkout would import its snnbench/ uninstalled
 def done(ok, detail):
     print("SNNBENCH-GPU-SETUP " + json.dumps({"ok": bool(ok), "detail": str(detail)}))
     sys.exit(0)
@@ -492,8 +494,15 @@ def plan_harness(ctx: Context) -> Step:
         blocked = f"{ctx.root} is not a snnbench source checkout"
     else:
         commands += (Command(ctx.pip("--no-build-isolation", "-e", str(ctx.root))),)
+    # an snnbench installed from elsewhere (an older copy in site-packages) would run instead
+    # of this checkout's: only this checkout's counts
     check = _import_check(["snnbench.cli", *("pynvml", "numpy", "scipy", "pandas", "pyarrow")],
-                          "snnbench")
+                          "snnbench", pre=f"""
+import snnbench
+where = os.path.dirname(os.path.realpath(snnbench.__file__))
+if where != os.path.realpath({str(ctx.root / "snnbench")!r}):
+    done(False, "snnbench imports from %s, not from this checkout" % where)
+""")
     return Step("harness", check, commands, blocked=blocked)
 
 

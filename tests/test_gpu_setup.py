@@ -522,3 +522,18 @@ def test_hiding_is_live_portpicker_is_what_the_h100_lacked() -> None:
     result = _run_hidden("spyx", _allowed("spyx", ()) - {"portpicker"})
     assert result.returncode != 0
     assert "No module named 'portpicker'" in result.stderr
+
+
+def test_harness_counts_only_this_checkouts_snnbench(tmp_path: Path) -> None:
+    here = context(gs.Machine(python=sys.executable))
+    (ok,) = gs.execute([step(here, "harness")], sys.executable, tmp_path, "check")
+    assert ok.ok and ok.detail == "0.1.0"
+    from dataclasses import replace
+
+    other = replace(here, root=tmp_path)  # another checkout: this venv's snnbench is not its own
+    (tmp_path / "pyproject.toml").write_text("")
+    (not_ours,) = gs.execute([step(other, "harness")], sys.executable, tmp_path, "check")
+    assert not not_ours.ok
+    assert not_ours.detail == (f"snnbench imports from {REPO / 'snnbench'}, not from this "
+                               "checkout")
+    assert requirements(step(other, "harness").commands[-1]) == [str(tmp_path)]
