@@ -61,6 +61,7 @@ class CheckStep:
     limit_s: float  #: at most this long, even with budget to spare
     reserve_s: float = 0.0  #: held back for this step while the earlier ones run
     resume: str = ""  #: how to finish this step's work by hand when it was cut
+    needs: Path | None = None  #: not run when this does not exist (a report needs its run)
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,10 @@ def plan_steps(out: Path, python: str = sys.executable, root: Path = ROOT) -> li
                               "--neurons", "512", "--reset", "subtract", "--timeout", "110",
                               "--out", str(compile_dir)),
                   limit_s=240, reserve_s=240, resume=f"snnbench run --resume --out {compile_dir}"),
-        CheckStep("report", (*bench, "report", str(run_dir)), limit_s=120, reserve_s=90),
+        CheckStep("report", (*bench, "report", str(run_dir)), limit_s=120, reserve_s=90,
+                  needs=run_dir),
         CheckStep("report-compile", (*bench, "report", str(compile_dir)), limit_s=60,
-                  reserve_s=30),
+                  reserve_s=30, needs=compile_dir),
     ]
 
 
@@ -183,7 +185,7 @@ def run_steps(steps: Sequence[CheckStep], out: Path, budget_s: float,
     results: list[StepResult] = []
     for index, step in enumerate(steps):
         limit = step_limits(steps, index, deadline - clock())
-        if limit < 1.0:
+        if limit < 1.0 or (step.needs is not None and not step.needs.exists()):
             results.append(StepResult(step, "not run", None, 0.0, limit))
             continue
         print(f"[gpu-check] {step.name} (at most {limit:.0f} s): {shlex.join(step.argv)}",
@@ -217,10 +219,11 @@ def readme(results: Sequence[StepResult], out: Path, gpu_name: str, budget_s: fl
         code = "" if r.exit_code is None else str(r.exit_code)
         lines.append(f"| {r.step.name} | {r.status} | {code} | {r.seconds:.0f} | "
                      f"{r.limit_s:.0f} |")
-    unfinished = [r for r in results if r.status in ("cut", "not run") and r.step.resume]
-    if unfinished:
-        lines += ["", "Unfinished (finished cases are kept); to complete them:", ""]
-        lines += [f"    {r.step.resume}" for r in unfinished]
+    cut = [r.step.resume for r in results if r.status == "cut" and r.step.resume]
+    missing = [shlex.join(r.step.argv) for r in results if r.status == "not run"]
+    if cut or missing:
+        lines += ["", "Unfinished; to complete (a cut run keeps its finished cases):", ""]
+        lines += [f"    {command}" for command in (*cut, *missing)]
     lines += ["", "To keep this check as the reference for this GPU:", "",
               f"    git mv {out} results/reference/gpu-{slug}   # or mv, then git add", ""]
     return "\n".join(lines)

@@ -80,6 +80,8 @@ def test_run_steps_within_the_budget(tmp_path: Path) -> None:
     now = [0.0]
     steps = gc.plan_steps(tmp_path)
     launcher = FakeLauncher(now, {"verify-float32": 500, "run": 2000}, {"verify-float32": 1})
+    (tmp_path / "run").mkdir()  # what the run and compile steps would have made
+    (tmp_path / "compile").mkdir()
     results = gc.run_steps(steps, tmp_path, 1500, launcher, clock=lambda: now[0])
     by = {r.step.name: r for r in results}
     assert by["verify-float32"].status == "failed" and by["verify-float32"].exit_code == 1
@@ -99,12 +101,17 @@ def test_run_steps_within_the_budget(tmp_path: Path) -> None:
 def test_steps_without_time_left_are_not_run(tmp_path: Path) -> None:
     now = [0.0]
     steps = gc.plan_steps(tmp_path)
+    (tmp_path / "compile").mkdir()
     results = gc.run_steps(steps, tmp_path, 400, FakeLauncher(now, {"setup": 300}, {}),
                            clock=lambda: now[0])
     status = {r.step.name: r.status for r in results}
     assert status["setup"] == "cut"  # 40 s available once 360 s are held for later steps
     assert status["run"] == "not run" and status["report-compile"] == "ok"
+    assert status["report"] == "not run"  # its run was not made: nothing to report
     assert not (tmp_path / "run.txt").exists()
+    text = gc.readme(results, tmp_path, "GPU", 400, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    run = next(s for s in steps if s.name == "run")
+    assert f"    {' '.join(run.argv)}" in text  # the whole command: there is nothing to resume
 
 
 def test_launch_copies_output_and_interrupts_an_overrunning_step(tmp_path: Path) -> None:
