@@ -93,6 +93,7 @@ gpu-check:
 GPU_MACHINE ?=
 gpu-wheelhouse:
 	$(or $(wildcard $(PY)),$(PYTHON)) snnbench/gpu_setup.py download \
-		--dest $(or $(WHEELHOUSE),wheelhouse) $(if $(GPU_MACHINE),--machine $(GPU_MACHINE))
+		--dest $(or $(WHEELHOUSE),wheelhouse) $(if $(GPU_MACHINE),--machine $(GPU_MACHINE)) \
+		$(GPU_SETUP_ARGS)
 
 -include docker/docker.mk
