@@ -19,13 +19,26 @@ CONSTRAINTS := $(VENV)/constraints.txt
 # Every library that installs on a CPU machine with Python 3.11 (sinabs-exodus needs CUDA+nvcc).
 EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,dev
 
-.PHONY: help setup bench test lint typecheck check regress clean
+# GPU boxes (docs/gpu-check.md): the interpreter that already has a CUDA torch (and JAX), not
+# .venv. WHEELHOUSE: install offline from that folder. GPU_ARCHS: TORCH_CUDA_ARCH_LIST for the
+# CUDA builds (default: the visible GPUs).
+GPU_PYTHON ?= python3
+WHEELHOUSE ?=
+GPU_ARCHS ?=
+GPU_SETUP_ARGS ?=
+GPU_CHECK_ARGS ?=
+
+.PHONY: help setup bench test lint typecheck check regress clean gpu-setup gpu-check \
+	gpu-wheelhouse
 
 help:
 	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
 	@echo "make test      set up .venv, then run the test suite"
 	@echo "make check     ruff + mypy"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
+	@echo "make gpu-setup [GPU_PYTHON=...] [WHEELHOUSE=dir]   CUDA builds + GPU libraries"
+	@echo "make gpu-check [GPU_PYTHON=...]   check a GPU box (< 25 min), results/gpu-check-*"
+	@echo "make gpu-wheelhouse WHEELHOUSE=dir [GPU_MACHINE=box.json]   wheels for an offline box"
 	@echo "make docker-build | docker-bench CONFIG=... | docker-shell   (see docker/README.md)"
 
 setup: $(STAMP)
@@ -63,5 +76,24 @@ regress: setup
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+
+# Set up the GPU-only parts in GPU_PYTHON's environment: sinabs-exodus and SpikingJelly's native
+# ops compiled against its torch, JAX's CUDA plugin, lava-dl, CuPy, each library checked (one
+# line each). The same script is the Docker GPU image's native step.
+gpu-setup:
+	$(GPU_PYTHON) snnbench/gpu_setup.py install $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE)) \
+		$(if $(GPU_ARCHS),--arch-list "$(GPU_ARCHS)") $(GPU_SETUP_ARGS)
+
+# Set-up report, verify on CUDA, a light opennm-2024 run, the report: one folder, < 25 min.
+gpu-check:
+	$(GPU_PYTHON) -m snnbench.gpu_check $(GPU_CHECK_ARGS)
+
+# On a machine with network: the wheels and sources an offline GPU box needs (GPU_MACHINE: the
+# box's facts from `python3 snnbench/gpu_setup.py probe > box.json`, to fetch only what it lacks).
+GPU_MACHINE ?=
+gpu-wheelhouse:
+	$(or $(wildcard $(PY)),$(PYTHON)) snnbench/gpu_setup.py download \
+		--dest $(or $(WHEELHOUSE),wheelhouse) $(if $(GPU_MACHINE),--machine $(GPU_MACHINE)) \
+		$(GPU_SETUP_ARGS)
 
 -include docker/docker.mk

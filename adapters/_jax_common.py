@@ -129,7 +129,8 @@ def jax_device(device: str) -> jax.Device:
         devices = jax.devices(platform)
     except RuntimeError as exc:
         raise AdapterUnavailable(
-            f"JAX has no {platform} backend here ({exc}); install jax[cuda12] for GPU runs"
+            f"JAX has no {platform} backend here ({exc}); GPU runs need JAX's CUDA plugin "
+            "(jax[cuda13] or jax[cuda12], matching the CUDA of the machine; make gpu-setup)"
         ) from exc
     if not devices:
         raise AdapterUnavailable(f"JAX found no {platform} device")

@@ -28,8 +28,10 @@ Configuration (lava-dl 0.6.0, ``lava/lib/dl/slayer/neuron/cuba.py`` and
   so that it has the same peak and area as the spec's surrogate (fast_sigmoid: peak 1,
   area 2/k; atan: peak k/2, area 1; sigmoid: peak k/4, area 1);
 * on CUDA lava JIT-compiles its leaky-integrator kernel with ``torch.utils.cpp_extension.load``
-  (needs nvcc and ninja); ``check_variant`` triggers that compilation so a failure reads as
-  "unavailable" rather than an error in the timed loop.
+  (needs nvcc and ninja; a minute or more the first time, then loaded from torch's extension
+  cache); ``check_variant`` triggers that compilation and runs a tiny network, so the build is
+  set-up (``prepare_s``), never part of a case, and a failure reads as "unavailable" rather than
+  an error in the timed loop. ``make gpu-setup`` does the first build on a GPU box.
 
 Import quirks (worker only, never at module import): lava-dl 0.6 declares Python < 3.11 (install
 with ``pip install --no-deps --ignore-requires-python lava-dl`` plus opencv-python-headless);
@@ -140,17 +142,29 @@ class LavaDlAdapter(Adapter):
         )
 
     def check_variant(self, variant: str, device: str) -> None:
+        """On CUDA: compile (first time) or load (cached) lava's leaky-integrator extension,
+        then run a tiny network once, all before the case's clock and timeout start."""
         if device != "cuda":
             return
+        from snnbench.adapters._prepare import ensure_ninja_on_path, warm_up
+
         slayer = import_slayer()
+        if ensure_ninja_on_path() is None:
+            raise AdapterUnavailable(
+                "lava-dl compiles its CUDA extension with ninja, which is not installed "
+                "(pip install ninja, or make gpu-setup)"
+            )
         try:
-            # first use JIT-compiles leaky_integrator.cu (nvcc + ninja); fail here, not timed
+            # First use JIT-compiles leaky_integrator.cu with nvcc (a minute or more); torch
+            # caches the build under TORCH_EXTENSIONS_DIR (~/.cache/torch_extensions), so later
+            # processes only load it. `make gpu-setup` does the first build on a GPU box.
             _ = slayer.neuron.dynamics.leaky_integrator.Accelerated.leaky_integrator
         except Exception as exc:  # compiler missing, CUDA mismatch...
             raise AdapterUnavailable(
                 f"lava-dl could not JIT-compile its CUDA leaky integrator: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        warm_up(self, variant, device, "lava-dl's CUDA neuron")
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch

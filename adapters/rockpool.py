@@ -189,6 +189,14 @@ class RockpoolExodusAdapter(Adapter):
             raise AdapterUnavailable("rockpool does not detect sinabs.exodus (CUDA backend)")
         return version
 
+    def check_variant(self, variant: str, device: str) -> None:
+        """On CUDA, run the EXODUS kernels once (before the case's clock): a build without this
+        GPU's architecture is an ``unavailable`` row, not an error mid-case."""
+        if device == "cuda":
+            from snnbench.adapters._prepare import warm_up
+
+            warm_up(self, variant, device, "LIFExodus (sinabs-exodus kernels)")
+
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
             devices=("cuda",),

@@ -10,7 +10,9 @@ Limits, from the sinabs-exodus 2.x source (``sinabs/exodus/layers/lif.py``, ``sp
 ``cuda/lif_kernels.h``):
 
 * CUDA only: the package builds a CUDA extension (``exodus_cuda``) at install time, which needs
-  a CUDA build of torch and ``nvcc`` (``pip install sinabs-exodus --no-build-isolation``);
+  a CUDA build of torch and ``nvcc`` (``make gpu-setup``, or ``pip install sinabs-exodus
+  --no-build-isolation``); ``check_variant`` runs its kernels once on a tiny network before the
+  case's clock, so an extension built for other GPUs is an ``unavailable`` row;
 * reset by subtraction only (``MembraneSubtract``; any other ``reset_fn`` raises);
 * the backward kernel always propagates through the reset (factor ``alpha - alpha * threshold *
   surrogate``), i.e. detach_reset=False; the reset class is only read for its subtract value,
@@ -28,7 +30,8 @@ import importlib.metadata
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
 from snnbench.spec import SURROGATES, CaseData, NetworkSpec
 
-INSTALL_HINT = "needs CUDA torch + nvcc: pip install sinabs-exodus --no-build-isolation"
+INSTALL_HINT = ("needs CUDA torch + nvcc: make gpu-setup, or pip install sinabs-exodus "
+                "--no-build-isolation")
 
 
 def exodus_unavailable_reason() -> str | None:
@@ -76,6 +79,20 @@ class SinabsExodusAdapter(Adapter):
             surrogates=SURROGATES,
             detach_reset=(False,),
         )
+
+    def check_variant(self, variant: str, device: str) -> None:
+        """On CUDA, run the EXODUS kernels once (before the case's clock): an extension built
+        without this GPU's architecture ("no kernel image is available") is an ``unavailable``
+        row naming the fix, not an error mid-case."""
+        if device == "cuda":
+            from snnbench.adapters._prepare import warm_up
+
+            try:
+                warm_up(self, variant, device, "sinabs-exodus")
+            except AdapterUnavailable as exc:
+                raise AdapterUnavailable(
+                    f"{exc} (rebuild it for this GPU: make gpu-setup GPU_ARCHS=<major.minor>)"
+                ) from exc
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         from sinabs.activation import MembraneSubtract

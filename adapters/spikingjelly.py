@@ -139,9 +139,14 @@ class SpikingJellyAdapter(Adapter):
                 f"SpikingJelly selected {chosen.get('implementation')!r} instead of {variant!r}: "
                 f"{chosen.get('unavailable')}"
             )
+        if variant != "torch":
+            # Triton JIT-compiles its kernels at first use, the native operators load their
+            # library: before the case's clock, cached (Triton's cache) for the next case
+            from snnbench.adapters._prepare import warm_up
 
-    @staticmethod
-    def _check_legacy(variant: str, device: str, version: str) -> None:
+            warm_up(self, variant, device, f"SpikingJelly's {variant} backend")
+
+    def _check_legacy(self, variant: str, device: str, version: str) -> None:
         if variant in ("triton", "cuda"):
             raise AdapterUnavailable(
                 f"SpikingJelly {version} has no {variant} backend (it arrived in 2.0)"
@@ -155,6 +160,11 @@ class SpikingJellyAdapter(Adapter):
                 raise AdapterUnavailable(
                     f"cannot import cupy: {type(exc).__name__}: {exc}"
                 ) from exc
+            # CuPy compiles the backend's kernels with NVRTC at first use (cached in
+            # ~/.cupy/kernel_cache): before the case's clock
+            from snnbench.adapters._prepare import warm_up
+
+            warm_up(self, variant, device, f"SpikingJelly {version}'s CuPy backend")
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch

@@ -10,10 +10,12 @@
 #             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
 #                      set TORCH_INDEX= to use pip's configured indexes instead)
 #             locked   every other pin of the resolved part of the lock, --no-deps
-#             native   gpu only: SpikingJelly from its sdist with its native CUDA operators, and
+#             native   gpu only: snnbench/gpu_setup.py, the recipe of `make gpu-setup`:
+#                      SpikingJelly from its sdist with its native CUDA operators and
 #                      sinabs-exodus from its sdist, both compiled against the installed torch
-#                      (needs nvcc and TORCH_CUDA_ARCH_LIST)
-#             outside  lava-dl, whose wheels declare Requires-Python <3.11
+#                      (needs nvcc and TORCH_CUDA_ARCH_LIST), lava-dl, CuPy, each checked
+#             outside  cpu only: lava-dl, whose wheels declare Requires-Python <3.11 (the GPU
+#                      image gets it from the native step)
 #             project  snnbench itself, from the repository root
 #             all      the above, in order
 #
@@ -75,18 +77,19 @@ step_locked() {
 step_native() {
     [[ $target == gpu ]] || return 0
     : "${TORCH_CUDA_ARCH_LIST:?set TORCH_CUDA_ARCH_LIST: no GPU is visible while building}"
-    # nvcc compiles the architectures of one file in parallel.
-    export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:---threads 0}"
-    # SpikingJelly 2.x ships its CUDA operators only as sources: SJ_BUILD_NATIVE_CUDA=1 makes its
-    # setup.py compile them and record the torch/CUDA versions they were built against.
-    SJ_BUILD_NATIVE_CUDA=1 "${pip[@]}" --no-build-isolation --no-binary spikingjelly \
-        "$(pin spikingjelly)"
-    # sinabs-exodus is an sdist whose setup.py imports torch: without build isolation it builds
-    # against the locked torch instead of whatever torch an isolated build would download.
-    "${pip[@]}" --no-build-isolation --no-binary sinabs-exodus "$(pin sinabs-exodus)"
+    # The same recipe as `make gpu-setup` on a GPU box without Docker: it builds SpikingJelly's
+    # native operators (SJ_BUILD_NATIVE_CUDA=1) and sinabs-exodus from their sdists against the
+    # installed torch (--no-build-isolation), installs lava-dl (--ignore-requires-python) and
+    # CuPy at the lock's versions, then checks every library. Everything else is installed
+    # already (step locked), so it installs nothing unpinned; --strict fails the build on any
+    # library that is not ok. The project itself comes later (step project): --skip harness.
+    PIP_NO_CACHE_DIR=1 "$python" "$root/snnbench/gpu_setup.py" install --lock "$lock" --skip harness --strict \
+        --arch-list "$TORCH_CUDA_ARCH_LIST" ${MAX_JOBS:+--max-jobs "$MAX_JOBS"} \
+        --log-dir "$work/gpu-setup"
 }
 
 step_outside() {
+    [[ $target == cpu ]] || return 0  # the GPU image: snnbench/gpu_setup.py, in step native
     # lava-dl 0.6 works on Python 3.11 but declares <3.11; its only runtime dependency the
     # adapters need (opencv-python-headless) is in the resolved part of the lock.
     "${pip[@]}" --ignore-requires-python "$(pin lava-dl)"

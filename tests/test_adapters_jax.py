@@ -227,3 +227,113 @@ def test_cuda_without_a_jax_gpu_backend_is_unavailable() -> None:
         adapter.check_variant("fp32", "cuda")
     with pytest.raises(AdapterUnavailable, match="unknown variant"):
         adapter.check_variant("tf32", "cpu")
+
+
+# -- the CUDA path, on the CPU: JAX's GPU backend stood in for by fakes (never run on a GPU) --
+class FakeGpu:
+    """A JAX GPU device as the adapters see it: platform, kind, allocator statistics."""
+
+    platform = "gpu"
+    device_kind = "NVIDIA H100 80GB HBM3"
+
+    def __init__(self, stats: dict[str, int] | None) -> None:
+        self.stats = stats
+
+    def memory_stats(self) -> dict[str, int] | None:
+        return self.stats
+
+
+def _fake_devices(monkeypatch: pytest.MonkeyPatch, gpus: list[object] | Exception) -> None:
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    real = jax.devices
+
+    def devices(backend: str | None = None) -> list[object]:
+        if backend in ("gpu", "cuda"):
+            if isinstance(gpus, Exception):
+                raise gpus
+            return gpus
+        if backend is None and not isinstance(gpus, Exception) and gpus:
+            return gpus  # the default backend is the GPU when there is one
+        return list(real(backend))
+
+    monkeypatch.setattr(jax, "devices", devices)
+
+
+def test_cuda_maps_to_jaxs_first_gpu_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    from snnbench.adapters._jax_common import jax_device
+
+    first, second = FakeGpu(None), FakeGpu(None)
+    _fake_devices(monkeypatch, [first, second])
+    assert jax_device("cuda") is first
+    assert jax_device("cpu").platform == "cpu"
+    SpyxAdapter().check_variant("bf16", "cuda")  # a GPU backend: available
+    with pytest.raises(AdapterUnavailable, match="not supported by the JAX adapters"):
+        jax_device("tpu")
+
+
+@pytest.mark.parametrize("gpus", [
+    RuntimeError("Unknown backend: 'gpu' requested, but no platforms that are instances of gpu "
+                 "are present. Platforms present are: cpu"),
+    [],
+])
+def test_no_jax_gpu_backend_is_unavailable_with_the_fix(
+        monkeypatch: pytest.MonkeyPatch, gpus: list[object] | Exception) -> None:
+    _fake_devices(monkeypatch, gpus)
+    with pytest.raises(AdapterUnavailable) as caught:
+        SpyxAdapter().check_variant("fp32", "cuda")
+    text = str(caught.value)
+    assert ("CUDA plugin" in text and "make gpu-setup" in text) or text == "JAX found no gpu device"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["haiku", "spyx"])
+def test_gpu_peak_memory_is_the_devices_allocator_peak(name: str) -> None:
+    model = _build(name, SMALL)
+    try:
+        model.device = FakeGpu({"bytes_in_use": 10, "peak_bytes_in_use": 123_456})  # type: ignore[assignment]
+        assert model.peak_memory_bytes() == 123_456
+        model.device = FakeGpu({"bytes_in_use": 10})  # type: ignore[assignment]
+        assert model.peak_memory_bytes() is None  # no peak: the harness' probe decides
+        model.device = FakeGpu(None)  # type: ignore[assignment]
+        assert model.peak_memory_bytes() is None
+    finally:
+        model.close()
+
+
+def test_jax_probe_reads_the_default_devices_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    from snnbench.memory import JaxProbe, probe_for
+
+    _fake_devices(monkeypatch, [FakeGpu({"peak_bytes_in_use": 4096})])
+    probe = probe_for("jax", "cuda")
+    assert isinstance(probe, JaxProbe)
+    probe.reset()  # a no-op: JAX cannot reset its peak (one process per case)
+    assert probe.peak_bytes() == 4096
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_cuda_code_path_is_exact_where_jax_places_it(
+        monkeypatch: pytest.MonkeyPatch, name: str, dtype: str) -> None:
+    """``device="cuda"`` goes through ``jax_device`` only: with it answering the CPU device,
+    the adapter's whole CUDA path (placement, ahead-of-time compilation, gradients) builds and
+    matches the reference. What runs on a real GPU is XLA's GPU code, which this cannot test."""
+    import jax
+
+    from snnbench.adapters import _jax_common
+
+    seen: list[str] = []
+
+    def cpu_for_cuda(device: str) -> object:
+        seen.append(device)
+        return jax.devices("cpu")[0]
+
+    monkeypatch.setattr(_jax_common, "jax_device", cpu_for_cuda)
+    variant = {"float32": "fp32", "bfloat16": "bf16"}[dtype]
+    spec = SMALL.replace(dtype=dtype, surrogate="sigmoid", surrogate_slope=4.0,  # type: ignore[arg-type]
+                         detach_reset=False)
+    eq, _ = check_adapter(_adapter(name), variant, spec, "cuda")
+    assert seen == ["cuda"]
+    assert eq.spike_match >= MIN_SPIKE_MATCH[dtype]
+    if dtype == "float32":
+        assert eq.spike_match == 1.0 and eq.grad_cosine >= 0.9999

@@ -49,6 +49,7 @@ def _load_verify_stack() -> ModuleType:
 
 
 vs = _load_verify_stack()
+gs = importlib.import_module("snnbench.gpu_setup")
 
 
 def lock_pins(target: str) -> dict[str, Any]:
@@ -242,7 +243,13 @@ def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     gpu = stages()["gpu"]
     commands = runs(gpu)
     called = set(re.findall(r"install-stack\.sh gpu (\w+)", commands))
-    assert called == set(INSTALL_STEPS) - {"torch"}  # torch: the CPU stage's own index only
+    # torch: the CPU stage's own index only; outside (lava-dl): snnbench/gpu_setup.py, which the
+    # native step runs, so the script must be in the image before that step
+    assert called == set(INSTALL_STEPS) - {"torch", "outside"}
+    words = [(word, rest) for word, rest in gpu["instructions"] if word in ("COPY", "RUN")]
+    copied = words.index(("COPY", "snnbench/gpu_setup.py snnbench/"))
+    native = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu native" in rest)
+    assert copied < native
     assert "verify_stack.py --lock docker/requirements-gpu.txt --target gpu" in commands
     args = gpu["args"]
     assert "TORCH_CUDA_ARCH_LIST" in args and "9.0" in args["TORCH_CUDA_ARCH_LIST"].split(";")
@@ -432,9 +439,15 @@ def test_make_docker_bench_defaults_per_target() -> None:
 
 FAKE_PYTHON = """\
 #!{python}
-# Stands in for `python -m pip install ...`: records the call instead of installing.
+# Stands in for `python -m pip install ...` and `python snnbench/gpu_setup.py ...`: records the
+# call instead of running it.
 import json, os, sys
 args = sys.argv[1:]
+if args[0].endswith("gpu_setup.py"):
+    with open(os.environ["FAKE_PIP_LOG"], "a") as log:
+        log.write(json.dumps({{"gpu_setup": args[1:], "reqs": [], "argv": args,
+                              "pip_no_cache": os.environ.get("PIP_NO_CACHE_DIR")}}) + "\\n")
+    sys.exit(0)
 assert args[:3] == ["-m", "pip", "install"], args
 reqs = []
 for i, arg in enumerate(args):
@@ -454,6 +467,8 @@ def _fake_install(
     # A copy of docker/ in a scratch root, so the project step cannot touch this checkout.
     root = tmp_path / "repo"
     shutil.copytree(DOCKER, root / "docker", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "snnbench").mkdir()
+    shutil.copy(ROOT / "snnbench" / "gpu_setup.py", root / "snnbench")
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
@@ -480,20 +495,64 @@ def _installed_once(calls: list[dict[str, Any]], target: str) -> dict[str, dict[
     return by_pin
 
 
+def _image_machine() -> Any:
+    """What snnbench/gpu_setup.py finds in the GPU stage when its native step starts: every
+    resolved pin installed (step locked) but SpikingJelly, the lock's torch and JAX, nvcc, a
+    compiler, no GPU."""
+    pins = lock_pins("gpu")
+    installed = {name: pin.version for name, pin in pins.items()
+                 if not pin.outside_resolver and name != "spikingjelly"}
+    return gs.Machine(python="python", python_version="3.11.18", installed=installed,
+                      torch=pins["torch"].version, torch_cuda="13.0", nvcc="13.0",
+                      cxx="/usr/bin/c++", jaxlib=pins["jaxlib"].version, cuda_home="/usr/local/cuda",
+                      scripts="/opt/venv/bin")
+
+
+def _gpu_setup_calls(argv: list[str]) -> list[dict[str, Any]]:
+    """The pip calls snnbench/gpu_setup.py plans for the image, given install-stack's argv,
+    in the fake pip's log format."""
+    args = gs._arguments(argv)
+    assert args.mode == "install" and args.strict and args.lock.name == "requirements-gpu.txt"
+    options = gs.Options(arch_list=args.arch_list, skip=gs._names(args.skip),
+                         max_jobs=args.max_jobs)
+    ctx = gs.Context(_image_machine(), gs.parse_lock((DOCKER / "requirements-gpu.txt").read_text()),
+                     options, environ={})
+    calls = []
+    for step in gs.plan(ctx):
+        assert step.blocked is None, (step.name, step.blocked)
+        for command in step.commands:
+            argv = list(command.argv[1:])
+            assert argv[:3] == ["-m", "pip", "install"]
+            reqs = [a for i, a in enumerate(argv[3:], 3) if not a.startswith("-")
+                    and argv[i - 1] not in ("--find-links", "--no-binary")]
+            calls.append({"reqs": reqs, "argv": argv, "step": step.name,
+                          "sj": command.env.get("SJ_BUILD_NATIVE_CUDA"),
+                          "archs": command.env.get("TORCH_CUDA_ARCH_LIST")})
+    return calls
+
+
 def test_install_stack_gpu_installs_each_pin_once_the_right_way(tmp_path: Path) -> None:
-    calls = list(_fake_install(tmp_path, "gpu", {"TORCH_CUDA_ARCH_LIST": "9.0"}))
+    logged = list(_fake_install(tmp_path, "gpu", {"TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "4"}))
+    (setup,) = [call for call in logged if "gpu_setup" in call]
+    assert setup["pip_no_cache"] == "1"
+    assert setup["gpu_setup"][setup["gpu_setup"].index("--arch-list") + 1] == "9.0"
+    assert setup["gpu_setup"][setup["gpu_setup"].index("--max-jobs") + 1] == "4"
+    calls = [call for call in logged if "gpu_setup" not in call]
+    calls += _gpu_setup_calls(setup["gpu_setup"])
     assert all("--no-deps" in call["argv"] for call in calls)
     by_pin = _installed_once(calls, "gpu")
     for name in ("spikingjelly", "sinabs-exodus"):
         call = by_pin[name]
-        assert {"--no-build-isolation", "--no-binary"} <= set(call["argv"])
+        assert {"--no-build-isolation", "--no-binary", "--force-reinstall"} <= set(call["argv"])
         assert call["argv"][call["argv"].index("--no-binary") + 1] == name
         assert call["archs"] == "9.0"
     assert by_pin["spikingjelly"]["sj"] == "1"
     assert "--ignore-requires-python" in by_pin["lava-dl"]["argv"]
+    assert by_pin["lava-dl"]["reqs"] == ["lava-dl==0.6.0"]  # alone: its metadata is ignored
+    assert by_pin["cupy-cuda13x"]["reqs"] == ["cupy-cuda13x==14.2.0"]
     assert "--index-url" not in by_pin["torch"]["argv"]  # PyPI's torch 2.13.0 is the cu130 build
     assert by_pin["torch"] is by_pin["jax-cuda13-plugin"]  # one resolved set, one pip call
-    assert str(tmp_path / "repo") in calls[-1]["argv"]  # the project, last
+    assert str(tmp_path / "repo") in logged[-1]["argv"]  # the project, last
 
 
 def test_install_stack_cpu_takes_torch_from_the_cpu_index(tmp_path: Path) -> None:
