@@ -297,6 +297,7 @@ def run(
             outcome = start_run(cfg, out, Path("results"), resume, on_progress,
                                 notify=on_environment)
         except UserError as exc:
+            progress.remove_task(bar)  # the error is the only line, no empty bar under it
             fail(str(exc))
         except KeyboardInterrupt:
             where = f" --out {out}" if out else ""

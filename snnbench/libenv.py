@@ -290,10 +290,12 @@ def resolve(request: EnvironmentRequest, settings: BuildSettings, base: Base) ->
         message = installer_error(proc.stderr or proc.stdout)
         if "No solution found" in proc.stderr:
             hint = (f" (wheelhouse {settings.wheelhouse})" if settings.wheelhouse else "")
+            reason = " ".join(message.replace(" | ", " ").split())
+            for noise in ("error: ", "No solution found when resolving dependencies: ",
+                          "No solution found when resolving dependencies ", "cause: "):
+                reason = reason.replace(noise, "")
             raise EnvironmentSpecError(
-                f"environment {request.name}: cannot be resolved{hint}: "
-                + " ".join(message.replace(" | ", " ").split())[:600]
-            )
+                f"environment {request.name}: cannot be resolved{hint}: {reason[:600]}")
         raise EnvironmentBuildError(f"resolving failed: {message}")
     pins = tuple(line.strip() for line in proc.stdout.splitlines()
                  if line.strip() and not line.lstrip().startswith("#"))
