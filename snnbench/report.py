@@ -319,6 +319,13 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
         absent = sorted(k for k, v in packages.items() if v is None and k in wanted)
         if absent:
             rows.append(["not installed", ", ".join(absent)])
+    for env in manifest.get("environments") or []:
+        if not isinstance(env, dict):
+            continue
+        what = (f"could not be built: {env.get('error')}" if env.get("error")
+                else ", ".join(str(p) for p in env.get("resolved") or []))
+        warnings = "".join(f"; warning: {w}" for w in env.get("warnings") or [])
+        rows.append([f"library environment {env.get('name', '?')}", what + warnings])
     return Table(["item", "value"], rows)
 
 

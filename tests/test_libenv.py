@@ -298,6 +298,11 @@ def test_two_versions_in_one_run_then_show_compare_and_resume(
 
     shown = run_cli("show", str(out))
     assert "fake-lib@1.0" in shown.stdout and "fake-lib@2.0" in shown.stdout
+    report = run_cli("report", str(out), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| fake-lib@1.0 |" in text and "| fake-lib@2.0 |" in text
+    assert "library environment fake-lib@2.0 | snnbench-fakelib==2.0; warning:" in text
 
     # the maintainer's gate: one environment against the other, in the same run
     gate = run_cli("compare", str(out), "--envs", "fake-lib@1.0,fake-lib@2.0", "-f", "json")
