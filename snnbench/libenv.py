@@ -461,49 +461,55 @@ def base_conflicts(site: Path, base: Base) -> tuple[str, ...]:
     return tuple(found)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`prepare` decided for one environment."""
+
+    request: EnvironmentRequest
+    #: the pins to install; empty when the cache holds the environment or resolving failed
+    pins: tuple[str, ...] = ()
+    #: why resolving failed for a reason that is not the user's input (network, a build)
+    error: str = ""
+
+
 def prepare(requests: Iterable[EnvironmentRequest], settings: BuildSettings,
-            base: Base | None = None) -> dict[str, tuple[EnvironmentRequest, tuple[str, ...]]]:
+            base: Base | None = None) -> dict[str, Plan]:
     """Resolve every request the cache lacks: the step that turns bad input into exit 2.
 
-    Returns name → (request, pins); pins are empty for a cached environment (nothing to
-    resolve) and for one whose resolution failed for a reason that is not the user's (its
-    build then reports that reason in its rows).
+    Raises :class:`EnvironmentSpecError` for requirements nothing satisfies. Returns a plan
+    per environment name.
     """
     base = base or Base.current()
-    plans: dict[str, tuple[EnvironmentRequest, tuple[str, ...]]] = {}
+    plans: dict[str, Plan] = {}
     for request in requests:
         if request.name in plans:
             continue
         if cached(request, settings, base) is not None:
-            plans[request.name] = (request, ())
+            plans[request.name] = Plan(request)
             continue
         try:
-            plans[request.name] = (request, resolve(request, settings, base))
-        except EnvironmentBuildError:
-            plans[request.name] = (request, ())  # build() resolves again and reports it
+            plans[request.name] = Plan(request, pins=resolve(request, settings, base))
+        except EnvironmentBuildError as exc:  # reported in the rows of this environment
+            plans[request.name] = Plan(request, error=str(exc))
     return plans
 
 
-def build_all(plans: dict[str, tuple[EnvironmentRequest, tuple[str, ...]]],
-              settings: BuildSettings, base: Base | None = None) -> dict[str, BuiltEnvironment]:
+def build_all(plans: dict[str, Plan], settings: BuildSettings,
+              base: Base | None = None) -> dict[str, BuiltEnvironment]:
     """Build every planned environment (cached ones are reused); name → result."""
     base = base or Base.current()
     built: dict[str, BuiltEnvironment] = {}
-    for name, (request, pins) in plans.items():
-        found = cached(request, settings, base)
+    for name, plan in plans.items():
+        found = cached(plan.request, settings, base)
         if found is not None:
             built[name] = found
-            continue
-        if not pins:
-            try:
-                pins = resolve(request, settings, base)
-            except EnvironmentBuildError as exc:
-                built[name] = BuiltEnvironment(
-                    request=request, key=environment_key(request.requirements, base),
-                    path=settings.cache_dir / environment_key(request.requirements, base),
-                    error=str(exc))
-                continue
-        built[name] = build(request, settings, base, pins)
+        elif plan.error or not plan.pins:
+            key = environment_key(plan.request.requirements, base)
+            built[name] = BuiltEnvironment(request=plan.request, key=key,
+                                           path=settings.cache_dir / key,
+                                           error=plan.error or "nothing was resolved")
+        else:
+            built[name] = build(plan.request, settings, base, plan.pins)
     return built
 
 

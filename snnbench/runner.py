@@ -229,10 +229,10 @@ def build_requests(requests: list[EnvironmentRequest], settings: BuildSettings,
     base = Base.current()
     plans = prepare(requests, settings, base)
     if notify:
-        for name, (_, pins) in plans.items():
-            if pins:
+        for name, plan in plans.items():
+            if plan.pins:
                 notify(f"environment {name}: building in {settings.cache_dir} "
-                       f"({', '.join(pins)})")
+                       f"({', '.join(plan.pins)})")
     built = build_all(plans, settings, base)
     if notify:
         for env in built.values():

@@ -348,6 +348,20 @@ def test_a_failing_build_gives_unavailable_rows_and_the_rest_runs(
     assert not list(env_cache.glob("*/bin/python"))  # nothing half-built is kept
 
 
+def test_no_network_is_a_build_failure_not_bad_input(
+        env_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an index that cannot be reached is not the user's input: the environment's rows say why
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(proxy, "http://127.0.0.1:9")
+    built = build_requests([EnvironmentRequest("snntorch@0.9.4", ("snntorch==0.9.4",))],
+                           BuildSettings(env_cache))["snntorch@0.9.4"]
+    assert built.error.startswith("resolving failed: ")
+    assert "Failed to fetch" in built.error or "error sending request" in built.error
+    assert built.python == ""
+
+
 def test_list_probes_inside_the_environment(wheelhouse: Path, env_cache: Path,
                                             fake_plugins: Path) -> None:
     proc = run_cli("list", "--adapters", "fake-lib@2.0,fake-lib", "--wheelhouse", str(wheelhouse),
