@@ -309,8 +309,12 @@ def test_two_versions_in_one_run_then_show_compare_and_resume(
     assert gate.returncode in (0, 1), gate.stderr
     result = json.loads(gate.stdout)
     assert result["environments"] == ["fake-lib@1.0", "fake-lib@2.0"]
-    marks = {p["mark"] for p in result["pairs"]}
-    assert "not_comparable" not in marks and result["compared_time_pairs"] == 3
+    # the versions differ by design: the cases are compared, not "not comparable"
+    # (a zero memory peak of the fake adapter is not comparable, whatever the environments)
+    odd = [p for p in result["pairs"] if p["mark"] == "not_comparable" and p["metric"] != "peak_mem_bytes"]
+    assert odd == []
+    assert result["compared_time_pairs"] == 3
+    assert {p["baseline_status"] for p in result["pairs"] if not p["metric"]} <= {"ok"}
     assert {p["environment"] for p in result["pairs"]} == {""}
     # without --envs each environment is matched with itself
     same = json.loads(run_cli("compare", str(out), str(out), "-f", "json").stdout)
