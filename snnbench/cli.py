@@ -199,7 +199,9 @@ def run(
         "--config", "-c", help="TOML sweep file, or a shipped one by name: "
         + ", ".join(BUILTIN_CONFIGS) + " (default: default).")] = None,
     adapters: Annotated[str | None, typer.Option(
-        help="Comma list of adapters (name or name:variant), or 'all'.")] = None,
+        help="Comma list of adapters (name, name:variant, name@VERSION for that library "
+        "version in its own environment, name@ENV for a config's [environments.ENV]), or "
+        "'all'.")] = None,
     neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
     steps: Annotated[int | None, typer.Option(help="Time steps T.")] = None,
@@ -228,7 +230,7 @@ def run(
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
-    ``--adapters snntorch@0.9.4,snntorch@1.0.0`` runs each library version in its own
+    --adapters snntorch@0.9.4,snntorch@1.0.0 runs each library version in its own
     environment layered over this one (built with uv, cached, reused offline).
     """
     from snnbench.contract import CaseRecord, Job
@@ -434,7 +436,9 @@ def env(
 # -- verify -------------------------------------------------------------------------------
 @app.command()
 def verify(
-    adapters: Annotated[str, typer.Option(help="Comma list of adapters, or 'all'.")] = "all",
+    adapters: Annotated[str, typer.Option(
+        help="Comma list of adapters (name, name:variant, name@VERSION for that library version "
+        "in its own environment), or 'all'.")] = "all",
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
     neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
@@ -457,7 +461,7 @@ def verify(
 ) -> None:
     """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch).
 
-    ``--adapters spikingjelly@0.0.0.0.14`` checks that library version in its own environment.
+    --adapters spikingjelly@0.0.0.0.14 checks that library version in its own environment.
     """
     from snnbench.errors import UserError
     from snnbench.verify_cmd import VerifyRequest, run_verification
@@ -559,9 +563,11 @@ def compare(
 ) -> None:
     """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable.
 
-    A library maintainer gates a release against the last one with
-    ``snnbench run --adapters snntorch@1.0.0,snntorch@1.1.0 --out results/gate`` and
-    ``snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0``.
+    A library maintainer gates a release against the last one:
+
+    snnbench run --adapters snntorch@1.0.0,snntorch@1.1.0 --out results/gate
+
+    snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
     A time change counts only when the median ratio passes --factor AND the samples differ
     significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
