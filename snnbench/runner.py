@@ -429,7 +429,11 @@ def start_run(
         device = str(manifest["settings"]["device"])
         tasks = plan_tasks(config, entries, device)
         try:
-            tasks, _ = build_environments(tasks, config.run, notify)
+            tasks, built = build_environments(tasks, config.run, notify)
+            if built:  # rebuilt environments may have resolved anew
+                manifest["environments"] = [env.to_dict() for env in built]
+                manifest.pop("schema_version", None)
+                run_dir.write_manifest(manifest)
         except BaseException:
             run_dir.unlock()
             raise

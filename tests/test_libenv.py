@@ -332,6 +332,8 @@ def test_two_versions_in_one_run_then_show_compare_and_resume(
     assert "environment fake-lib@2.0: reused from the cache" in again.stderr
     assert lost.exists()
     assert json.loads(lost.read_text())["library_version"] == "2.0"
+    resumed = json.loads((out / "manifest.json").read_text())["environments"]
+    assert {e["name"]: e["reused"] for e in resumed} == {"fake-lib@1.0": True, "fake-lib@2.0": True}
 
 
 def test_a_failing_build_gives_unavailable_rows_and_the_rest_runs(
