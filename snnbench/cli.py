@@ -90,12 +90,12 @@ def _main(
 
 
 # -- list ---------------------------------------------------------------------------------
-def _probe(name: str, timeout_s: float) -> dict[str, Any]:
+def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
     from snnbench.probe import MARKER
 
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "snnbench.probe", name],
+            [python or sys.executable, "-m", "snnbench.probe", name],
             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
@@ -113,23 +113,46 @@ def _probe(name: str, timeout_s: float) -> dict[str, Any]:
 def list_adapters(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per library import.")] = 180.0,
+    adapters: Annotated[str, typer.Option(
+        help="Comma list of adapters, or 'all'; name@VERSION probes that library version in "
+        "its own environment (built or reused first).")] = "all",
+    wheelhouse: Annotated[str, typer.Option(
+        help="Folder of wheels to build library environments from, offline.")] = "",
 ) -> None:
     """List adapters: variants, library version, or why each is unavailable.
 
     Each library is imported in its own short-lived process, never in this one.
     """
+    from snnbench.contract import environment_tag
+    from snnbench.errors import UserError
+    from snnbench.libenv import BuildSettings
+    from snnbench.runner import build_requests, select_adapters
+
     entries = discover()
-    broken = {n: e.error for n, e in entries.items() if e.adapter_class is None}
-    names = [n for n in entries if n not in broken]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        probed = dict(zip(names, pool.map(lambda n: _probe(n, timeout), names), strict=True))
-    results: list[dict[str, Any]] = []
-    for name in entries:
-        if name in broken:
-            results.append({"name": name, "available": False, "reason": broken[name],
-                            "variants": [], "library": "", "version": None})
+    try:
+        selections = list(dict.fromkeys(
+            (s.adapter, s.environment) for s in select_adapters(tuple(_split(adapters)), entries)))
+        built = build_requests([env for _, env in selections if env is not None],
+                               BuildSettings.from_run(wheelhouse=wheelhouse),
+                               lambda line: err_console.print(escape(line), highlight=False))
+    except UserError as exc:
+        fail(str(exc))
+
+    def probe(item: tuple[str, Any]) -> dict[str, Any]:
+        name, env = item
+        label = f"{name}@{environment_tag(name, env.name)}" if env else name
+        if entries[name].adapter_class is None:
+            result: dict[str, Any] = {"available": False, "reason": entries[name].error,
+                                      "variants": [], "library": "", "version": None}
+        elif env is not None and built[env.name].error:
+            result = {"available": False, "variants": [], "library": "", "version": None,
+                      "reason": f"environment could not be built: {built[env.name].error}"}
         else:
-            results.append(probed[name])
+            result = _probe(name, timeout, built[env.name].python if env else "")
+        return {**result, "name": label, "environment": env.name if env else ""}
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(probe, selections))
     if as_json:
         console.print_json(json.dumps(results))
         return
@@ -176,7 +199,9 @@ def run(
         "--config", "-c", help="TOML sweep file, or a shipped one by name: "
         + ", ".join(BUILTIN_CONFIGS) + " (default: default).")] = None,
     adapters: Annotated[str | None, typer.Option(
-        help="Comma list of adapters (name or name:variant), or 'all'.")] = None,
+        help="Comma list of adapters (name, name:variant, name@VERSION for that library "
+        "version in its own environment, name@ENV for a config's [environments.ENV]), or "
+        "'all'.")] = None,
     neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
     steps: Annotated[int | None, typer.Option(help="Time steps T.")] = None,
@@ -199,11 +224,19 @@ def run(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
+    wheelhouse: Annotated[str | None, typer.Option(
+        help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
+        "offline.")] = None,
 ) -> None:
-    """Run a benchmark sweep: one isolated worker process per adapter × case."""
+    """Run a benchmark sweep: one isolated worker process per adapter × case.
+
+    --adapters snntorch@0.9.4,snntorch@1.0.0 runs each library version in its own
+    environment layered over this one (built with uv, cached, reused offline).
+    """
     from snnbench.contract import CaseRecord, Job
-    from snnbench.runner import SelectionError, start_run
-    from snnbench.storage import StorageError
+    from snnbench.errors import UserError
+    from snnbench.rundir import adapter_label
+    from snnbench.runner import start_run
 
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
@@ -215,6 +248,8 @@ def run(
             run_overrides[key] = value
     if allow_mismatch:
         run_overrides["allow_mismatch"] = True
+    if wheelhouse is not None:
+        run_overrides["wheelhouse"] = wheelhouse
     if neurons is not None:
         network_overrides["neurons"] = list(_ints(neurons, "--neurons"))
     for key, ivalue in (("batch_size", batch_size), ("time_steps", steps), ("layers", layers)):
@@ -240,7 +275,8 @@ def run(
 
         def on_progress(event: str, index: int, total: int, task: Job,
                         record: CaseRecord | None) -> None:
-            label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
+            name = adapter_label(task.adapter, task.variant, task.environment.name)
+            label = f"case {index}/{total} {name} n={task.spec.neurons}"
             if event == "start":
                 progress.update(bar, total=total, description=label)
             else:
@@ -250,15 +286,20 @@ def run(
                 color = {"ok": "green", "skipped": "yellow",
                          "unavailable": "yellow"}.get(status, "red")
                 progress.console.print(
-                    f"  {task.adapter}:{task.variant} {task.spec.label}: [{color}]{status}[/]"
+                    f"  {escape(name)} {task.spec.label}: [{color}]{status}[/]"
                     + ("" if status == "ok"
                        else f" — {escape(record.message[:160])}"),
                     highlight=False,
                 )
 
+        def on_environment(line: str) -> None:
+            progress.console.print(escape(line), highlight=False)
+
         try:
-            outcome = start_run(cfg, out, Path("results"), resume, on_progress)
-        except (ConfigError, SpecError, SelectionError, StorageError) as exc:
+            outcome = start_run(cfg, out, Path("results"), resume, on_progress,
+                                notify=on_environment)
+        except UserError as exc:
+            progress.remove_task(bar)  # the error is the only line, no empty bar under it
             fail(str(exc))
         except KeyboardInterrupt:
             where = f" --out {out}" if out else ""
@@ -395,7 +436,9 @@ def env(
 # -- verify -------------------------------------------------------------------------------
 @app.command()
 def verify(
-    adapters: Annotated[str, typer.Option(help="Comma list of adapters, or 'all'.")] = "all",
+    adapters: Annotated[str, typer.Option(
+        help="Comma list of adapters (name, name:variant, name@VERSION for that library version "
+        "in its own environment), or 'all'.")] = "all",
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
     neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
@@ -412,8 +455,15 @@ def verify(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
     )] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
+    wheelhouse: Annotated[str, typer.Option(
+        help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
+        "offline.")] = "",
 ) -> None:
-    """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch)."""
+    """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch).
+
+    --adapters spikingjelly@0.0.0.0.14 checks that library version in its own environment.
+    """
+    from snnbench.errors import UserError
     from snnbench.verify_cmd import VerifyRequest, run_verification
 
     resets = ["subtract", "zero"] if reset == "both" else _split(reset)
@@ -423,10 +473,12 @@ def verify(
             neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
             batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
             detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
-            timeout_s=timeout,
+            timeout_s=timeout, wheelhouse=wheelhouse,
         )
-        rows = run_verification(request, console=err_console)
-    except (ValueError, OSError) as exc:
+        rows = run_verification(
+            request, console=err_console,
+            notify=lambda line: err_console.print(escape(line), highlight=False))
+    except (UserError, ValueError, OSError) as exc:
         fail(str(exc))
     from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
 
@@ -495,7 +547,9 @@ def report(
 @app.command()
 def compare(
     baseline: Annotated[Path, typer.Argument(help="Baseline run folder.")],
-    candidate: Annotated[Path, typer.Argument(help="Candidate run folder.")],
+    candidate: Annotated[Path | None, typer.Argument(
+        help="Candidate run folder (default: the baseline, to compare two --envs of one run).",
+        show_default=False)] = None,
     factor: Annotated[float, typer.Option(
         help="Median time ratio that counts as a change.")] = 1.10,
     mem_threshold: Annotated[float, typer.Option(
@@ -503,8 +557,17 @@ def compare(
     alpha: Annotated[float, typer.Option(
         help="Significance level of the Mann–Whitney U test.")] = 0.01,
     format: Annotated[str, typer.Option("--format", "-f", help="text, md or json.")] = "text",
+    envs: Annotated[str | None, typer.Option(
+        help="BASELINE_ENV,CANDIDATE_ENV: compare two library environments (e.g. "
+        "snntorch@1.0.0,snntorch@1.1.0; 'base' is the base one), of one run or of two.")] = None,
 ) -> None:
     """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable.
+
+    A library maintainer gates a release against the last one:
+
+    snnbench run --adapters snntorch@1.0.0,snntorch@1.1.0 --out results/gate
+
+    snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
     A time change counts only when the median ratio passes --factor AND the samples differ
     significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
@@ -521,9 +584,18 @@ def compare(
         fail(f"--mem-threshold must be ≥ 0, got {mem_threshold}")
     if not 0 < alpha < 1:
         fail(f"--alpha must be between 0 and 1, got {alpha}")
+    environments: tuple[str, str] | None = None
+    if envs is not None:
+        names = _split(envs)
+        if len(names) != 2:
+            fail(f"--envs takes two environments, BASELINE_ENV,CANDIDATE_ENV; got {envs!r}")
+        environments = (names[0], names[1])
+    elif candidate is None:
+        fail("give a candidate run folder, or --envs to compare two environments of one run")
     try:
-        result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold,
-                              alpha=alpha)
+        result = compare_runs(baseline, candidate or baseline, factor=factor,
+                              mem_threshold=mem_threshold, alpha=alpha,
+                              environments=environments)
     except (RunDirError, ValueError) as exc:
         fail(str(exc))
     render(result, format, console)

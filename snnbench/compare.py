@@ -26,6 +26,12 @@ comparability
     a different ``library_version`` or ``case_id`` (the spec hash) for the same key makes the
     case ``not_comparable``, as does a case measured on one side only because the other side
     skipped it or found its library unavailable.
+library environments
+    the environment is part of the key: ``snntorch@0.9.4`` is compared with ``snntorch@0.9.4``.
+    ``environments=("snntorch@0.9.4", "snntorch@1.0.0")`` compares one environment of the
+    baseline with another of the candidate instead (the same run folder may be both): only
+    their rows, joined without the environment, and a different library version is the point
+    rather than a reason not to compare. ``base`` names the base environment.
 
 Other metrics (energy, power, RSS, setup times, firing rate, SynOps) are listed as ``info`` with
 their ratio; they never fail the gate. Differences between the two manifests (GPU, driver, CPU,
@@ -35,6 +41,7 @@ package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -53,7 +60,7 @@ from scipy import stats
 
 from snnbench import schema
 from snnbench.report import Table, format_value
-from snnbench.rundir import Run, adapter_label, load_run
+from snnbench.rundir import Run, RunDirError, adapter_label, load_run
 
 Mark = Literal[
     "new_failure",
@@ -80,7 +87,9 @@ COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "noise", "
 MIN_SAMPLES = 5
 OutputFormat = Literal["text", "md", "json"]
 
-_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset"})
+#: how ``environments`` names the base environment (its rows have environment "")
+BASE_ENVIRONMENT = "base"
+_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment"})
 CaseKey = tuple[Any, ...]
 
 
@@ -110,8 +119,10 @@ class Pair:
 
     @property
     def label(self) -> str:
-        """``adapter`` or ``adapter:variant``."""
-        return adapter_label(str(self.key[0]), str(self.key[1]))
+        """``adapter``, ``adapter:variant`` or ``adapter@environment``."""
+        case = self.case
+        return adapter_label(str(case["adapter"]), str(case["variant"]),
+                             str(case.get("environment", "")))
 
     @property
     def case_text(self) -> str:
@@ -146,6 +157,15 @@ class Comparison:
     mem_floor_bytes: float = 0.0
     pairs: list[Pair] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the environments compared (baseline, candidate), None when environments are matched
+    environments: tuple[str, str] | None = None
+
+    @property
+    def sides_text(self) -> str:
+        """``baseline RUN → candidate RUN``, with the compared environments when chosen."""
+        b_env, c_env = (f" [{e}]" for e in self.environments) if self.environments else ("", "")
+        return (f"baseline {self.baseline_run_id}{b_env} → candidate "
+                f"{self.candidate_run_id}{c_env}")
 
     @property
     def regressions(self) -> list[Pair]:
@@ -204,6 +224,8 @@ class _Rule:
     mem_threshold: float
     alpha: float
     mem_floor_bytes: float
+    #: False when two environments are compared: their library versions differ by design
+    same_versions: bool = True
 
 
 @dataclass
@@ -343,7 +365,7 @@ def _case_pairs(
             return case_row("not_run", c.message)
         side, other = ("baseline", b) if b.status != "ok" else ("candidate", c)
         return case_row("not_comparable", f"{side} {other.status}: {other.message}")
-    if b.library_version != c.library_version:
+    if rule.same_versions and b.library_version != c.library_version:
         return case_row(
             "not_comparable",
             f"library version {b.library_version or '?'} → {c.library_version or '?'}",
@@ -419,6 +441,27 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     return warnings
 
 
+def environment_names(run: Run) -> list[str]:
+    """The library environments of a run (``base`` for the base one), in table order."""
+    names = dict.fromkeys(str(e) or BASE_ENVIRONMENT for e in run.summary["environment"])
+    return list(names)
+
+
+def only_environment(run: Run, name: str) -> Run:
+    """``run`` reduced to the rows of environment ``name`` (``base``: the base environment),
+    with the environment cleared so that the rows join those of another environment."""
+    wanted = "" if name == BASE_ENVIRONMENT else name
+    keep = run.summary["environment"] == wanted
+    if not keep.any():
+        raise RunDirError(f"{run.path} has no environment {name!r} (it has: "
+                          f"{', '.join(environment_names(run))})")
+    summary = run.summary[keep].assign(environment="")
+    samples = run.samples
+    if samples is not None:
+        samples = samples[samples["environment"] == wanted].assign(environment="")
+    return dataclasses.replace(run, summary=summary, samples=samples)
+
+
 def compare(
     baseline_dir: str | Path,
     candidate_dir: str | Path,
@@ -426,11 +469,14 @@ def compare(
     mem_threshold: float = 0.05,
     alpha: float = 0.01,
     mem_floor_bytes: float = 2**20,
+    environments: tuple[str, str] | None = None,
 ) -> Comparison:
     """Compare two run folders; see the module docstring for the rules.
 
-    Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged
-    or of another schema version, and :class:`ValueError` for impossible thresholds.
+    ``environments`` (baseline's, candidate's) compares those two library environments.
+    Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged,
+    of another schema version or lacks a named environment, and :class:`ValueError` for
+    impossible thresholds.
     """
     if not factor > 1.0:
         raise ValueError(f"factor must be > 1 (got {factor})")
@@ -440,8 +486,12 @@ def compare(
         raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
     if not mem_floor_bytes >= 0.0:
         raise ValueError(f"mem_floor_bytes must be >= 0 (got {mem_floor_bytes})")
-    rule = _Rule(factor, mem_threshold, alpha, mem_floor_bytes)
+    rule = _Rule(factor, mem_threshold, alpha, mem_floor_bytes,
+                 same_versions=environments is None)
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
+    if environments is not None:
+        base = only_environment(base, environments[0])
+        cand = only_environment(cand, environments[1])
     result = Comparison(
         baseline=base.path,
         candidate=cand.path,
@@ -452,6 +502,7 @@ def compare(
         alpha=alpha,
         mem_floor_bytes=mem_floor_bytes,
         warnings=manifest_warnings(base.manifest, cand.manifest),
+        environments=environments,
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     samples = (_samples(base), _samples(cand))
@@ -558,12 +609,13 @@ def to_markdown(cmp: Comparison) -> str:
     """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
     that matter, and the unchanged ones folded in a ``<details>`` block."""
     icon = {0: "✅", 1: "❌", 2: "⚠️"}[cmp.exit_code]
+    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
     lines = [
         "## snnbench compare",
         "",
         f"{icon} **{cmp.verdict}**",
         "",
-        f"Baseline `{cmp.baseline_run_id}` → candidate `{cmp.candidate_run_id}`. "
+        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
         + _counts_text(cmp) + ".",
         "",
         _geomean_line(cmp),
@@ -592,6 +644,7 @@ def to_json(cmp: Comparison) -> str:
         "candidate": str(cmp.candidate),
         "baseline_run_id": cmp.baseline_run_id,
         "candidate_run_id": cmp.candidate_run_id,
+        "environments": list(cmp.environments) if cmp.environments else None,
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
                  "mem_floor_bytes": cmp.mem_floor_bytes, "min_samples": MIN_SAMPLES},
         "exit_code": cmp.exit_code,
@@ -624,8 +677,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     parts: list[RenderableType] = []
     style = {0: "bold green", 1: "bold red", 2: "bold yellow"}[cmp.exit_code]
     parts.append(Text(cmp.verdict, style=style))
-    parts.append(Text(f"baseline {cmp.baseline_run_id} → candidate {cmp.candidate_run_id} "
-                      f"({_counts_text(cmp)})"))
+    parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
     parts.append(Text(_geomean_line(cmp)))
     for w in cmp.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))

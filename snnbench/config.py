@@ -6,6 +6,8 @@ A config has three parts::
     [network]    # NetworkSpec fields shared by every case (scalars)
     [[sweep]]    # zero or more tables; each key is a NetworkSpec field with a list of values,
                  # and the cases are the union over tables of each table's cartesian product
+    [environments.NAME]   # zero or more library environments layered over the base one:
+    requirements = ["spikingjelly==0.0.0.0.14", "cupy-cuda12x"]   # selected as adapter@NAME
 
 Unknown keys anywhere are errors: a typo must never silently fall back to a default.
 """
@@ -57,6 +59,11 @@ class RunSettings:
     verify_time_steps: int = 50
     allow_mismatch: bool = False
     energy: bool = True
+    #: where library environments are cached ("": $SNNBENCH_ENV_CACHE or ~/.cache/snnbench/envs)
+    env_cache: str = ""
+    #: a folder of wheels: build library environments from it alone, offline ("": the index,
+    #: or $SNNBENCH_WHEELHOUSE)
+    wheelhouse: str = ""
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -114,6 +121,8 @@ class RunConfig:
     run: RunSettings = field(default_factory=RunSettings)
     network: Mapping[str, Any] = field(default_factory=dict)
     sweeps: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
+    #: library environments by name (``[environments.NAME] requirements = [...]``)
+    environments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def cases(self) -> list[NetworkSpec]:
         """Every distinct case, in sweep order (duplicates across tables are dropped)."""
@@ -144,15 +153,18 @@ class RunConfig:
             "run": run,
             "network": dict(self.network),
             "sweep": [{k: list(v) for k, v in table.items()} for table in self.sweeps],
+            "environments": {name: {"requirements": list(reqs)}
+                             for name, reqs in self.environments.items()},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> RunConfig:
         """Validate plain data (parsed TOML or a manifest's config)."""
-        unknown = sorted(set(data) - {"run", "network", "sweep"})
+        unknown = sorted(set(data) - {"run", "network", "sweep", "environments"})
         if unknown:
             raise ConfigError(
-                f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep)"
+                f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep, "
+                "environments)"
             )
         run = _run_settings(data.get("run", {}), source)
         network = _network(data.get("network", {}), source)
@@ -162,7 +174,8 @@ class RunConfig:
         if not isinstance(sweeps_raw, list):
             raise ConfigError(f"{source}: 'sweep' must be a list of tables ([[sweep]])")
         sweeps = tuple(_sweep_table(t, source) for t in sweeps_raw)
-        config = cls(run=run, network=network, sweeps=sweeps)
+        environments = _environments(data.get("environments", {}), source)
+        config = cls(run=run, network=network, sweeps=sweeps, environments=environments)
         config.cases()  # validate every case now, not halfway through a sweep
         return config
 
@@ -187,7 +200,8 @@ class RunConfig:
             for table in sweeps:
                 table[key] = tuple(values)
         config = RunConfig(
-            run=settings, network=network, sweeps=tuple(t for t in sweeps if t)
+            run=settings, network=network, sweeps=tuple(t for t in sweeps if t),
+            environments=self.environments,
         )
         config.cases()
         return config
@@ -243,6 +257,34 @@ def _sweep_table(raw: Any, source: str) -> dict[str, tuple[Any, ...]]:
             raise ConfigError(f"{source}: [[sweep]] {key} is an empty list")
         table[key] = values
     return table
+
+
+def _environments(raw: Any, source: str) -> dict[str, tuple[str, ...]]:
+    """``[environments.NAME]`` tables: each holds ``requirements``, a list of PEP 508 strings."""
+    from snnbench.libenv import EnvironmentSpecError, check_name, check_requirements
+
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [environments] must hold tables ([environments.NAME])")
+    environments: dict[str, tuple[str, ...]] = {}
+    for name, table in raw.items():
+        where = f"{source}: [environments.{name}]"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where} must be a table with 'requirements'")
+        unknown = sorted(set(table) - {"requirements"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: requirements)")
+        if "requirements" not in table:
+            raise ConfigError(f"{where} lacks 'requirements'")
+        reqs = table["requirements"]
+        if isinstance(reqs, str) or not isinstance(reqs, list) or not all(
+                isinstance(r, str) for r in reqs):
+            raise ConfigError(f"{where}: requirements must be a list of strings")
+        try:
+            check_name(str(name), where)
+            environments[str(name)] = check_requirements(reqs, where)
+        except EnvironmentSpecError as exc:
+            raise ConfigError(str(exc)) from exc
+    return environments
 
 
 def load_config(path: Path) -> RunConfig:

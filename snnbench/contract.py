@@ -58,9 +58,16 @@ def case_key(adapter: str, variant: str, device: str, case_id: str, environment:
     The base environment and the first replicate add nothing, so keys of plain runs stay what
     they always were.
     """
-    env = f"@{environment}" if environment else ""
+    env = f"@{environment_tag(adapter, environment)}" if environment else ""
     rep = f"--r{replicate}" if replicate else ""
     return f"{adapter}{env}--{variant}--{device}--{case_id}{rep}"
+
+
+def environment_tag(adapter: str, environment: str) -> str:
+    """How an environment is named after its adapter: ``0.9.4`` for adapter ``snntorch`` in
+    environment ``snntorch@0.9.4`` (so the label reads ``snntorch@0.9.4``), else the name."""
+    prefix = f"{adapter}@"
+    return environment[len(prefix):] if environment.startswith(prefix) else environment
 
 
 @dataclass(frozen=True)
@@ -74,11 +81,15 @@ class LibraryEnvironment:
     name: str = ""
     requirements: tuple[str, ...] = ()
     python: str = ""
+    #: the pins installed in the overlay (what the resolver chose), empty for the base
+    resolved: tuple[str, ...] = ()
+    #: why the overlay could not be built ("" when it was): its cases are ``unavailable``
+    error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
         return {"name": self.name, "requirements": list(self.requirements),
-                "python": self.python}
+                "python": self.python, "resolved": list(self.resolved), "error": self.error}
 
     @classmethod
     def from_dict(cls, data: Any) -> LibraryEnvironment:
@@ -87,7 +98,9 @@ class LibraryEnvironment:
             return cls()
         return cls(name=str(data.get("name", "")),
                    requirements=tuple(str(r) for r in data.get("requirements", ())),
-                   python=str(data.get("python", "")))
+                   python=str(data.get("python", "")),
+                   resolved=tuple(str(r) for r in data.get("resolved", ())),
+                   error=str(data.get("error", "")))
 
 
 @dataclass(frozen=True)

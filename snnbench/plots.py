@@ -30,8 +30,9 @@ _DPI = 110
 
 
 def label_of(row: pd.Series) -> str:
-    """Legend label of a summary row (adapter, or adapter:variant)."""
-    return adapter_label(str(row["adapter"]), str(row["variant"]))
+    """Legend label of a summary row (adapter, adapter:variant, adapter@environment)."""
+    return adapter_label(str(row["adapter"]), str(row["variant"]),
+                         str(row.get("environment", "") or ""))
 
 
 def color_map(labels: Sequence[str]) -> dict[str, str]:
@@ -248,7 +249,8 @@ def memory_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         data = rows[(rows["metric"] == metric) & np.isfinite(rows["median"].to_numpy(float))]
         if not data.empty:
             peak = (
-                data.groupby(["adapter", "variant", "neurons"], as_index=False)["median"].max()
+                data.groupby(["adapter", "variant", "environment", "neurons"], as_index=False)[
+                    "median"].max()
             )
             return peak, metric
     return rows.iloc[0:0], ""
@@ -289,7 +291,8 @@ def speedup_table(rows: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFram
     """
     step = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s")]
     step = step[np.isfinite(step["median"].to_numpy(float))]
-    ref = step[(step["adapter"] == reference) & step["variant"].isin(["default", ""])]
+    ref = step[(step["adapter"] == reference) & step["variant"].isin(["default", ""])
+               & (step["environment"] == "")]
     if ref.empty:
         return pd.DataFrame()
     step = step.assign(label=[label_of(r) for _, r in step.iterrows()])

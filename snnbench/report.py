@@ -137,7 +137,8 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
         _floor=(frame["adapter"] == plots.FLOOR).astype(int),
         _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
     )
-    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "variant", "_phase", "metric"]
+    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "environment", "variant", "_phase",
+             "metric"]
     return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
 
 
@@ -165,7 +166,7 @@ def summary_table(
         floor = float(row["floor_ratio"]) if row["phase"] == "step" else math.nan
         rows_out.append(
             [
-                str(row["adapter"]),
+                adapter_label(str(row["adapter"]), "", str(row["environment"])),
                 str(row["variant"]),
                 _case_text(row),
                 str(row["phase"]) or "—",
@@ -200,7 +201,8 @@ def case_metrics_table(run: Run) -> Table:
         mine = frame
         for k in keys:
             mine = mine[mine[k] == case[k]]
-        cells = [adapter_label(str(case["adapter"]), str(case["variant"])), _case_text(case)]
+        cells = [adapter_label(str(case["adapter"]), str(case["variant"]),
+                               str(case["environment"])), _case_text(case)]
         for metric, _ in present:
             values = mine[mine["metric"] == metric]["median"].to_numpy(float)
             # the peak of a case is the largest over its phases; other metrics have one row
@@ -248,7 +250,8 @@ def problems_table(run: Run) -> Table:
                                            & (frame["message"] != ""))
     bad = _sorted(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
     rows = [
-        [str(r["adapter"]), str(r["variant"]), _case_text(r),
+        [adapter_label(str(r["adapter"]), "", str(r["environment"])), str(r["variant"]),
+         _case_text(r),
          str(r["status"]) if r["status"] != "ok" else "ok (timed despite mismatch)",
          str(r["message"])]
         for _, r in bad.iterrows()
@@ -261,8 +264,8 @@ def warnings_table(run: Run) -> Table:
     frame = run.summary
     noted = _sorted(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
     rows = [
-        [adapter_label(str(r["adapter"]), str(r["variant"])), _case_text(r),
-         f"{r['phase']}/{r['metric']}", str(r["warning"])]
+        [adapter_label(str(r["adapter"]), str(r["variant"]), str(r["environment"])),
+         _case_text(r), f"{r['phase']}/{r['metric']}", str(r["warning"])]
         for _, r in noted.iterrows()
     ]
     return Table(["adapter", "case", "phase/metric", "warning"], rows)
@@ -316,6 +319,13 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
         absent = sorted(k for k, v in packages.items() if v is None and k in wanted)
         if absent:
             rows.append(["not installed", ", ".join(absent)])
+    for env in manifest.get("environments") or []:
+        if not isinstance(env, dict):
+            continue
+        what = (f"could not be built: {env.get('error')}" if env.get("error")
+                else ", ".join(str(p) for p in env.get("resolved") or []))
+        warnings = "".join(f"; warning: {w}" for w in env.get("warnings") or [])
+        rows.append([f"library environment {env.get('name', '?')}", what + warnings])
     return Table(["item", "value"], rows)
 
 
@@ -397,7 +407,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     summary = run.summary
     ok = summary[summary["status"] == "ok"]
     # only adapters that appear in a plot take a colour, so the palette does not wrap
-    pairs = ok.drop_duplicates(["adapter", "variant"])
+    pairs = ok.drop_duplicates(["adapter", "variant", "environment"])
     labels = [plots.label_of(r) for _, r in pairs.iterrows()]
     colors = plots.color_map(labels)
 

@@ -128,12 +128,12 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
             f"{root} has no {schema.SUMMARY_PARQUET}: the run did not finish "
             "(resume it, or point at a finished run)"
         )
+    summary = with_added_columns(summary)
     missing = [c for c in schema.SUMMARY_COLUMNS if c not in summary.columns]
     if missing:
         raise RunDirError(f"damaged summary in {root}: missing columns {', '.join(missing)}")
     if summary.empty:
         raise RunDirError(f"empty run {root}: the summary has no rows")
-    summary = summary.copy()
     _normalise(summary, _NUMERIC_SUMMARY, _TEXT_SUMMARY)
     # a bool in Parquet, the text "True"/"False" in the CSV fallback
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
@@ -142,7 +142,7 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     sample_frame: pd.DataFrame | None = None
     sample_file = root / schema.SAMPLES_PARQUET
     if samples and sample_file.is_file():
-        sample_frame = _read_table(sample_file, "samples")
+        sample_frame = with_added_columns(_read_table(sample_file, "samples"))
         missing = [c for c in schema.SAMPLE_COLUMNS if c not in sample_frame.columns]
         if missing:
             raise RunDirError(f"damaged samples in {root}: missing columns {', '.join(missing)}")
@@ -151,11 +151,25 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
             sample_frame,
             ("neurons", "batch_size", "time_steps", "layers", "sample_index", "value"),
             ("run_id", "adapter", "variant", "case_id", "device", "dtype", "reset", "phase",
-             "metric", "unit"),
+             "metric", "unit", "environment"),
         )
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 
 
-def adapter_label(adapter: str, variant: str) -> str:
-    """How an adapter/variant pair is named in tables and plots: ``torch`` or ``norse:compile``."""
-    return adapter if variant in ("", "default") else f"{adapter}:{variant}"
+def with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` with the columns of :data:`schema.ADDED_COLUMN_DEFAULTS` it lacks
+    (a run written before they existed), filled with their defaults."""
+    frame = frame.copy()
+    for column, default in schema.ADDED_COLUMN_DEFAULTS.items():
+        if column not in frame.columns:
+            frame[column] = default
+    return frame
+
+
+def adapter_label(adapter: str, variant: str, environment: str = "") -> str:
+    """How an adapter is named in tables and plots: ``torch``, ``norse:compile``, and in a
+    library environment ``snntorch@0.9.4`` or ``spikingjelly:torch@legacy``."""
+    from snnbench.contract import environment_tag
+
+    label = adapter if variant in ("", "default") else f"{adapter}:{variant}"
+    return f"{label}@{environment_tag(adapter, environment)}" if environment else label

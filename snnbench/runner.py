@@ -11,18 +11,29 @@ import contextlib
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from snnbench.adapter import Adapter
 from snnbench.config import RunConfig, RunSettings
-from snnbench.contract import CaseRecord, Job, JobMode, case_key, now_utc
+from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
 from snnbench.executors import Executor, LocalExecutor
+from snnbench.libenv import (
+    Base,
+    BuildSettings,
+    BuiltEnvironment,
+    EnvironmentRequest,
+    EnvironmentSpecError,
+    build_all,
+    looks_like_version,
+    prepare,
+    version_request,
+)
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR
 from snnbench.spec import NetworkSpec
@@ -34,17 +45,30 @@ class SelectionError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
+class Selection:
+    """One ``--adapters`` item: an adapter, one variant or all (None), and its environment."""
+
+    adapter: str
+    variant: str | None = None
+    #: None for the base environment
+    environment: EnvironmentRequest | None = None
+
+
+@dataclass(frozen=True)
 class Task:
-    """One (adapter, variant, case) to run in its own process."""
+    """One (adapter, variant, environment, case) to run in its own process."""
 
     adapter: str
     variant: str
     spec: NetworkSpec
     device: str
+    #: the base environment, or an overlay (its ``python`` set once it is built)
+    environment: LibraryEnvironment = field(default_factory=LibraryEnvironment)
 
     @property
     def key(self) -> str:
-        return case_key(self.adapter, self.variant, self.device, self.spec.case_id)
+        return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
+                        self.environment.name)
 
 
 @dataclass
@@ -78,22 +102,60 @@ def resolve_device(device: str) -> str:
     return "cuda" if nvidia_gpus() else "cpu"
 
 
-def select_adapters(
-    names: tuple[str, ...], entries: dict[str, AdapterEntry]
-) -> list[tuple[str, str | None]]:
-    """Parse ``--adapters`` items (``name`` or ``name:variant``; ``all``) into pairs.
+def _split_item(item: str) -> tuple[str, str, str]:
+    """``name[:variant][@env]`` (or ``name@env:variant``) → (name, variant, env)."""
+    left, _, env = item.partition("@")
+    name, _, variant = left.partition(":")
+    if ":" in env:
+        if variant:
+            raise SelectionError(f"{item!r}: give the variant once (adapter:variant@version)")
+        env, _, variant = env.partition(":")
+    if "@" in item and not env:
+        raise SelectionError(f"{item!r}: nothing after '@' (adapter@VERSION or "
+                             "adapter@ENVIRONMENT)")
+    return name.strip(), variant.strip(), env.strip()
 
-    A variant of None means every variant of that adapter.
+
+def _environment_of(item: str, name: str, env: str, entries: dict[str, AdapterEntry],
+                    environments: Mapping[str, tuple[str, ...]]) -> EnvironmentRequest | None:
+    if not env:
+        return None
+    if env in environments:
+        return EnvironmentRequest(name=env, requirements=tuple(environments[env]))
+    if not looks_like_version(env):
+        known = ", ".join(environments) or "none in this config"
+        raise SelectionError(f"{item!r}: {env!r} is neither a version nor a configured "
+                             f"environment ([environments] tables: {known})")
+    cls = entries[name].adapter_class
+    if cls is None:
+        raise SelectionError(f"{item!r}: adapter {name!r} failed to load, so its library is "
+                             f"unknown: {entries[name].error}")
+    try:
+        return version_request(name, cls.library, env)
+    except EnvironmentSpecError as exc:
+        raise SelectionError(str(exc)) from exc
+
+
+def select_adapters(
+    names: tuple[str, ...], entries: dict[str, AdapterEntry],
+    environments: Mapping[str, tuple[str, ...]] | None = None,
+) -> list[Selection]:
+    """Parse ``--adapters`` items into selections.
+
+    An item is ``all``, or ``name[:variant][@VERSION|@ENVIRONMENT]``: ``snntorch@0.9.4`` runs
+    the adapter in an environment pinning its library to 0.9.4; ``spikingjelly:torch@legacy``
+    in the ``[environments.legacy]`` table of the config. A variant of None means every variant.
     """
-    chosen: list[tuple[str, str | None]] = []
+    environments = environments or {}
+    chosen: list[Selection] = []
     for item in names:
         item = item.strip()
         if not item:
             continue
         if item in ("all", "*"):
-            chosen.extend((name, None) for name in entries)
+            chosen.extend(Selection(name) for name in entries)
             continue
-        name, _, variant = item.partition(":")
+        name, variant, env = _split_item(item)
         if name not in entries:
             known = ", ".join(entries) or "none installed"
             raise SelectionError(f"unknown adapter {name!r} (known: {known})")
@@ -105,27 +167,88 @@ def select_adapters(
                 f"adapter {name!r} has no variant {variant!r} "
                 f"(variants: {', '.join(entry.adapter_class.variants)})"
             )
-        chosen.append((name, variant or None))
-    seen: set[tuple[str, str | None]] = set()
-    unique = []
-    for pair in chosen:
-        if pair not in seen:
-            seen.add(pair)
-            unique.append(pair)
-    return unique
+        chosen.append(Selection(name, variant or None,
+                                _environment_of(item, name, env, entries, environments)))
+    return list(dict.fromkeys(chosen))
 
 
 def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str) -> list[Task]:
-    """Every task of the sweep, case-major so all adapters run one size before the next."""
-    pairs = select_adapters(config.run.adapters, entries)
-    tasks = []
+    """Every task of the sweep, case-major so all adapters run one size before the next.
+
+    Tasks of an environment carry its name and requirements; :func:`build_environments`
+    gives them the interpreter to run under.
+    """
+    selections = select_adapters(config.run.adapters, entries, config.environments)
+    tasks: list[Task] = []
     for spec in config.cases():
-        for name, variant in pairs:
-            cls = entries[name].adapter_class
-            variants = (variant,) if variant else (cls.variants if cls else ("default",))
-            for v in variants:
-                tasks.append(Task(name, v, spec, device))
-    return tasks
+        for sel in selections:
+            cls = entries[sel.adapter].adapter_class
+            variants = (sel.variant,) if sel.variant else (cls.variants if cls else ("default",))
+            env = (LibraryEnvironment(sel.environment.name, sel.environment.requirements)
+                   if sel.environment else LibraryEnvironment())
+            tasks.extend(Task(sel.adapter, v, spec, device, env) for v in variants)
+    return list(dict.fromkeys(tasks))
+
+
+#: notify(line): one line about the environments being prepared (built, reused, failed)
+NotifyCallback = Callable[[str], None]
+
+
+def build_environments(tasks: list[Task], settings: RunSettings,
+                       notify: NotifyCallback | None = None
+                       ) -> tuple[list[Task], list[BuiltEnvironment]]:
+    """Resolve, build (or reuse) every environment the tasks need, in this process.
+
+    Raises :class:`~snnbench.libenv.EnvironmentSpecError` (exit 2) for requirements that cannot
+    be resolved, before any case runs. A build that fails is not raised: its tasks carry the
+    installer's error and become ``unavailable`` rows. Returns the tasks, each with its
+    environment's interpreter, and what was built.
+    """
+    requests = [EnvironmentRequest(t.environment.name, t.environment.requirements)
+                for t in tasks if t.environment.name]
+    if not requests:
+        return tasks, []
+    built = build_requests(requests, BuildSettings.from_run(settings.env_cache,
+                                                            settings.wheelhouse), notify)
+    resolved = {
+        name: LibraryEnvironment(name, env.request.requirements, env.python, env.resolved,
+                                 env.error)
+        for name, env in built.items()
+    }
+    tasks = [replace(t, environment=resolved[t.environment.name]) if t.environment.name else t
+             for t in tasks]
+    return tasks, list(built.values())
+
+
+def build_requests(requests: list[EnvironmentRequest], settings: BuildSettings,
+                   notify: NotifyCallback | None = None) -> dict[str, BuiltEnvironment]:
+    """Resolve (exit 2 on bad input) then build or reuse each environment; name → result."""
+    requests = list(dict.fromkeys(requests))
+    if not requests:
+        return {}
+    base = Base.current()
+    plans = prepare(requests, settings, base)
+    if notify:
+        for name, plan in plans.items():
+            if plan.pins:
+                notify(f"environment {name}: building in {settings.cache_dir} "
+                       f"({', '.join(plan.pins)})")
+    built = build_all(plans, settings, base)
+    if notify:
+        for env in built.values():
+            notify(_environment_line(env))
+    return built
+
+
+def _environment_line(env: BuiltEnvironment) -> str:
+    name = env.request.name
+    if env.error:
+        return f"environment {name}: build failed, its cases are unavailable: {env.error}"
+    how = "reused from the cache" if env.reused else f"built in {env.build_s:.1f} s"
+    text = f"environment {name}: {how} ({', '.join(env.resolved)})"
+    for warning in env.warnings:
+        text += f"; warning: {warning}"
+    return text
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -174,6 +297,7 @@ def make_job(
         timeout_s=settings.timeout_s,
         prepare_timeout_s=max(settings.prepare_timeout_s, settings.timeout_s),
         env=tuple(sorted(env.items())),
+        environment=task.environment,
     )
 
 
@@ -187,23 +311,44 @@ def parent_record(job: Job, status: str, message: str, library: str = "") -> Cas
 def static_record(job: Job, entries: dict[str, AdapterEntry]) -> CaseRecord | None:
     """The record of a job that needs no worker, or None when it must run.
 
-    A broken plugin is ``unavailable`` and a spec the adapter cannot honour is ``skipped``,
-    both decided here without a process and without importing the library.
+    A broken plugin or an environment that could not be built is ``unavailable`` and a spec
+    the adapter cannot honour is ``skipped``, all decided here without a process and without
+    importing the library.
     """
     try:
         adapter = entries[job.adapter].create()
     except Exception as exc:  # a broken plugin is a row, never a crash
         return parent_record(job, "unavailable", str(exc))
-    reason = adapter.reason_skipped(job.spec, job.device, job.variant)
+    if job.environment.error:
+        return parent_record(job, "unavailable", environment_failure(job.environment),
+                             adapter.library)
+    reason = static_skip_reason(adapter, job)
     if reason:
         return parent_record(job, "skipped", reason, adapter.library)
     return None
 
 
+def environment_failure(environment: LibraryEnvironment) -> str:
+    """The message of a row whose environment could not be built."""
+    return f"environment {environment.name} could not be built: {environment.error}"
+
+
+def static_skip_reason(adapter: Adapter, job: Job) -> str | None:
+    """Why ``job`` is skipped, as far as this process can tell.
+
+    In an overlay the library is another version than the one this process sees, so only the
+    adapter's declared capabilities are checked here; the worker, inside the overlay, applies
+    the adapter's full rule (which may read the library's version).
+    """
+    if job.environment.name:
+        return Adapter.reason_skipped(adapter, job.spec, job.device, job.variant)
+    return adapter.reason_skipped(job.spec, job.device, job.variant)
+
+
 def plan_jobs(tasks: list[Task], settings: RunSettings,
               entries: dict[str, AdapterEntry]) -> list[Job]:
     """One job per task, numbered in sweep order."""
-    jobs = []
+    jobs: list[Job] = []
     for order, task in enumerate(tasks, start=1):
         try:
             adapter: Adapter | None = entries[task.adapter].create()
@@ -264,8 +409,13 @@ def start_run(
     resume: bool,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
+    notify: NotifyCallback | None = None,
 ) -> SweepOutcome:
-    """Create (or resume) a run folder and run the sweep into it."""
+    """Create (or resume) a run folder and run the sweep into it.
+
+    Library environments are resolved and built (or reused) before the run folder is touched
+    and before any case runs.
+    """
     entries = discover()
     executor = executor or LocalExecutor()
     if resume:
@@ -278,13 +428,29 @@ def start_run(
         config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
         device = str(manifest["settings"]["device"])
         tasks = plan_tasks(config, entries, device)
+        try:
+            tasks, built = build_environments(tasks, config.run, notify)
+            if built:  # rebuilt environments may have resolved anew
+                manifest["environments"] = [env.to_dict() for env in built]
+                manifest.pop("schema_version", None)
+                run_dir.write_manifest(manifest)
+        except BaseException:
+            run_dir.unlock()
+            raise
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
+        if out is not None:
+            RunDir.check_new(out)
+        # environment errors (exit 2) before any write, and every build before any case
+        tasks, built = build_environments(tasks, config.run, notify)
         run_dir = RunDir.create(out or results_root / run_id)
         run_dir.lock()
-        run_dir.write_manifest(new_manifest(run_id, config, tasks, device))
+        manifest = new_manifest(run_id, config, tasks, device)
+        if built:
+            manifest["environments"] = [env.to_dict() for env in built]
+        run_dir.write_manifest(manifest)
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
     try:
         jobs = plan_jobs(tasks, config.run, entries)

@@ -56,6 +56,8 @@ CASE_KEY: Final[tuple[str, ...]] = (
     "time_steps",
     "layers",
     "reset",
+    # the library environment ("" for the base one): two versions of a library are two cases
+    "environment",
 )
 
 #: summary.parquet / summary.csv columns, in this order (the first block is a public contract)
@@ -96,6 +98,11 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "warning",
     "floor_ratio",
     "allow_mismatch",
+    # the library environment: its name ("" for the base), requirements and the versions the
+    # worker found of the packages it installed ("; "-separated)
+    "environment",
+    "requirements",
+    "packages",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -116,7 +123,16 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "unit",
     "sample_index",
     "value",
+    "environment",
 )
+
+#: columns added after runs were first written, with the value every older run implicitly
+#: had: readers fill them in, so older run folders (baselines) stay readable
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str]] = {
+    "environment": "",
+    "requirements": "",
+    "packages": "",
+}
 
 #: summary columns holding floats (NaN where a case has no statistic)
 SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
@@ -130,5 +146,6 @@ SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
-    "phase", "metric", "unit", "status", "message", "case_id", "warning",
+    "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
+    "requirements", "packages",
 )

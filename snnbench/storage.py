@@ -116,13 +116,18 @@ class RunDir:
         return self.path / MANIFEST_FILE
 
     # -- creation and locking -------------------------------------------------------------
-    @classmethod
-    def create(cls, path: Path) -> RunDir:
-        """Prepare a new run folder; refuse one that already holds a run or cannot be written."""
+    @staticmethod
+    def check_new(path: Path) -> None:
+        """Refuse a folder that already holds a run (before any slow preparation)."""
         if (path / MANIFEST_FILE).exists() or (path / CASES_DIR).exists():
             raise StorageError(
                 f"{path} already holds a run: use --resume to finish it, or choose another --out"
             )
+
+    @classmethod
+    def create(cls, path: Path) -> RunDir:
+        """Prepare a new run folder; refuse one that already holds a run or cannot be written."""
+        cls.check_new(path)
         try:
             (path / CASES_DIR).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -236,6 +241,7 @@ def _case_columns(record: CaseRecord) -> dict[str, Any]:
         "time_steps": spec.time_steps,
         "layers": spec.layers,
         "reset": spec.reset,
+        "environment": record.environment.name,
     }
 
 
@@ -254,6 +260,8 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             "grad_cosine": _num(record.grad_cosine),
             "case_id": record.case_id,
             "allow_mismatch": record.allow_mismatch,
+            "requirements": "; ".join(record.environment.requirements),
+            "packages": environment_packages(record),
         }
         measurements = record.samples
         if record.status != "ok" or not measurements:
@@ -287,6 +295,15 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame = _add_floor_ratio(frame)
     return _typed_summary(frame)
+
+
+def environment_packages(record: CaseRecord) -> str:
+    """``name==version; ...`` of the packages the record's environment installed, with the
+    versions its worker found (``?`` where it found none); "" for the base environment."""
+    from snnbench.libenv import pin_names
+
+    names = pin_names(record.environment.resolved)
+    return "; ".join(f"{n}=={record.packages.get(n, '?')}" for n in names)
 
 
 def _add_floor_ratio(frame: pd.DataFrame) -> pd.DataFrame:
@@ -366,6 +383,9 @@ def read_summary(path: Path) -> pd.DataFrame:
         frame = pd.read_parquet(parquet)
     except Exception as exc:  # pyarrow raises several types for a torn or foreign file
         raise StorageError(f"cannot read {parquet}: damaged ({type(exc).__name__})") from exc
+    from snnbench.rundir import with_added_columns
+
+    frame = with_added_columns(frame)
     missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
     if missing:
         raise StorageError(f"{parquet} lacks columns {', '.join(missing)}: wrong schema")

@@ -73,13 +73,18 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     Times are medians in milliseconds with IQR/median as ±%; the note column carries the
     message of a non-ok case or the noise warning of an ok one.
     """
+    from snnbench.rundir import adapter_label, with_added_columns
+
     keys = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
-            "reset", "case_id"]
+            "reset", "case_id", "environment"]
     rows: list[tuple[str, ...]] = []
     if summary.empty:
         return rows
+    summary = with_added_columns(summary)
     for key, group in summary.groupby(keys, sort=False, dropna=False):
-        adapter, variant, device, dtype, n, b, t, reset, _ = key
+        adapter, variant, device, dtype, n, b, t, reset, _, environment = key
+        # a library environment is part of the adapter's name: snntorch@0.9.4
+        adapter = adapter_label(str(adapter), "", str(environment))
         first = group.iloc[0]
         cells: dict[str, str] = {}
         times = group[group["metric"] == "time_s"]

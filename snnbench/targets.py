@@ -54,7 +54,8 @@ def _best(rows: pd.DataFrame) -> tuple[str, float] | None:
     if rows.empty:
         return None
     row = rows.sort_values("median", kind="stable").iloc[0]
-    return adapter_label(str(row["adapter"]), str(row["variant"])), float(row["median"])
+    return (adapter_label(str(row["adapter"]), str(row["variant"]), str(row["environment"])),
+            float(row["median"]))
 
 
 def check_fused_targets(summary: pd.DataFrame) -> list[TargetCheck]:

@@ -19,7 +19,17 @@ from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord
 from snnbench.executors.local import run_in_folder
 from snnbench.registry import discover
-from snnbench.runner import Task, make_job, parent_record, plan_tasks
+from snnbench.rundir import adapter_label
+from snnbench.runner import (
+    NotifyCallback,
+    Task,
+    build_environments,
+    environment_failure,
+    make_job,
+    parent_record,
+    plan_tasks,
+    static_skip_reason,
+)
 from snnbench.schema import FAILED_STATUSES
 from snnbench.tables import spike_match_text
 
@@ -47,12 +57,18 @@ class VerifyRequest:
     surrogate_slope: float = 25.0
     dump_dir: Path | None = None
     timeout_s: float = 600.0
+    #: a folder of wheels to build library environments from, offline ("": the index)
+    wheelhouse: str = ""
 
 
 def run_verification(
-    request: VerifyRequest, console: Console | None = None
+    request: VerifyRequest, console: Console | None = None,
+    notify: NotifyCallback | None = None,
 ) -> list[CaseRecord]:
-    """Run every check; returns one record per check (status ok, mismatch, skipped...)."""
+    """Run every check; returns one record per check (status ok, mismatch, skipped...).
+
+    Library environments (``spikingjelly@0.0.0.0.14``) are built, or reused, before any check.
+    """
     for reset in request.resets:
         if reset not in ("subtract", "zero"):
             raise ValueError(f"reset must be subtract, zero or both, got {reset!r}")
@@ -65,7 +81,7 @@ def run_verification(
                          f"{request.detach_reset!r}")
     config = RunConfig(
         run=RunSettings(adapters=request.adapters, device=request.device,
-                        timeout_s=request.timeout_s),
+                        timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
         network={"time_steps": request.time_steps, "batch_size": request.batch_size,
                  "dtype": request.dtype, "surrogate": request.surrogate,
                  "surrogate_slope": request.surrogate_slope},
@@ -75,6 +91,7 @@ def run_verification(
     tasks = plan_tasks(config, entries, request.device)
     if request.detach_reset == "auto":
         tasks = [_supported_detach(task, entries) for task in tasks]
+    tasks, _ = build_environments(tasks, config.run, notify)
     if request.dump_dir is not None:
         request.dump_dir.mkdir(parents=True, exist_ok=True)
     largest = max(request.neurons)
@@ -82,7 +99,8 @@ def run_verification(
     with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as tmp:
         for index, task in enumerate(tasks, start=1):
             if console is not None:
-                console.print(f"  [{index}/{len(tasks)}] {task.adapter}:{task.variant} "
+                label = adapter_label(task.adapter, task.variant, task.environment.name)
+                console.print(f"  [{index}/{len(tasks)}] {label} "
                               f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
             records.append(_check(task, config, entries, request, largest, Path(tmp)))
     return records
@@ -103,7 +121,8 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
     dump_path = ""
     if request.dump_dir is not None and task.spec.neurons == largest:
         detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
-        name = f"{task.adapter}-{task.variant}-{task.spec.reset}{detach}.npz"
+        env = f"@{task.environment.name}" if task.environment.name else ""
+        name = f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}.npz"
         dump_path = str((request.dump_dir / name).resolve())
     try:
         adapter = entries[task.adapter].create()
@@ -111,7 +130,10 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
         return parent_record(make_job(task, config.run, None, mode="verify"), "unavailable",
                              str(exc))
     job = make_job(task, config.run, adapter, mode="verify", dump_path=dump_path)
-    reason = adapter.reason_skipped(task.spec, task.device, task.variant)
+    if job.environment.error:
+        return parent_record(job, "unavailable", environment_failure(job.environment),
+                             adapter.library)
+    reason = static_skip_reason(adapter, job)
     if reason:
         return parent_record(job, "skipped", reason, adapter.library)
     return run_in_folder(job, tmp / "jobs", tmp / "logs")
@@ -137,7 +159,8 @@ def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
             else:
                 declared = "spikes" if r.exact_dynamics else "neither"
         rows.append((
-            r.adapter, r.variant, spec.reset, "yes" if spec.detach_reset else "no",
+            adapter_label(r.adapter, "", r.environment.name), r.variant, spec.reset,
+            "yes" if spec.detach_reset else "no",
             str(spec.neurons), declared, r.status,
             spike_match_text(float(eq["spike_match"])) if eq else "",
             "" if not eq else ("none" if eq.get("first_diff_step") is None

@@ -22,7 +22,8 @@ import numpy as np
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
 from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
 from snnbench.energy import measure_energy
-from snnbench.environment import package_versions
+from snnbench.environment import TRACKED_PACKAGES, package_versions
+from snnbench.libenv import pin_names
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
@@ -213,12 +214,20 @@ def _mark_prepared(job: Job) -> None:
         job.prepared_marker.touch()
 
 
+def installed_packages(job: Job) -> dict[str, str]:
+    """Versions this process sees of the tracked packages and of every package the job's
+    environment installed (read here, inside the overlay, so they are the overlay's)."""
+    names = TRACKED_PACKAGES + tuple(n for n in pin_names(job.environment.resolved)
+                                     if n not in TRACKED_PACKAGES)
+    return {k: v for k, v in package_versions(names).items() if v is not None}
+
+
 def run_job(job: Job) -> CaseRecord:
     """Execute one job; always returns a record (status + message, samples if ok)."""
     spec, variant, device = job.spec, job.variant, job.device
     record = CaseRecord.for_job(job)
     record.started_utc = now_utc()
-    record.packages = {k: v for k, v in package_versions().items() if v is not None}
+    record.packages = installed_packages(job)
     phase = "loading the adapter"
     try:
         adapter = get_entry(job.adapter).create()

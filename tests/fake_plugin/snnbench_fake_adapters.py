@@ -80,6 +80,15 @@ class OkAdapter(_Base):
     name = "fake-ok"
 
 
+class LibAdapter(_Base):
+    """Its library, ``snnbench-fakelib``, is installed only in library environments that tests
+    build from wheels they make (``fake-lib@1.0``)."""
+
+    name = "fake-lib"
+    library = "snnbench-fakelib"
+    module = "snnbench_fakelib"
+
+
 class SleepAdapter(_Base):
     """Known cost: forward sleeps 20 ms, backward 30 ms."""
 
