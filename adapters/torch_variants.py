@@ -73,8 +73,12 @@ class TorchCudaGraphAdapter(Adapter):
         return Capabilities(devices=("cuda",), dtypes=DTYPES, surrogates=SURROGATES)
 
     def check_variant(self, variant: str, device: str) -> None:
+        import torch
+
         from snnbench.adapters._torch_common import cuda_unavailable_reason
 
+        if torch.version.cuda is None:  # say why, not only that no GPU is visible
+            raise AdapterUnavailable(f"torch {torch.__version__} is a CPU-only build")
         reason = cuda_unavailable_reason(device, "CUDA graphs")
         if reason:
             raise AdapterUnavailable(reason)

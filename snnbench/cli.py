@@ -8,6 +8,7 @@ already written is touched).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,26 +23,52 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from typer.core import TyperGroup
 
 from snnbench import __version__
-from snnbench.config import ConfigError, RunConfig, load_config
+from snnbench.config import RunConfig, load_config
+from snnbench.errors import UserError
 from snnbench.registry import discover
-from snnbench.spec import SpecError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line on stderr and exit with ``code``."""
+    line = " ".join(str(message).split())  # one line, whatever the message holds
+    err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+class _Commands(TyperGroup):
+    """Every command runs under one rule: a :class:`UserError` is one line on stderr and exit 2.
+
+    Only UserError is caught: anything else is a bug and keeps its traceback, and typer's own
+    Exit passes through untouched.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            fail(str(exc))
+
 
 app = typer.Typer(
     name="snnbench",
+    cls=_Commands,
     help="Honest, reproducible benchmarks of spiking neural network training libraries.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 def _builtin_configs() -> tuple[str, ...]:
     """Names of the configs shipped as package data (``configs/*.toml``)."""
@@ -55,10 +82,18 @@ def _builtin_configs() -> tuple[str, ...]:
 BUILTIN_CONFIGS = _builtin_configs()
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print one clear line on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _finite(value: float, flag: str, *, low: float, inclusive: bool = False) -> None:
+    """Refuse NaN, infinities and values below ``low`` for a float flag, in one line."""
+    ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+    if not ok:
+        bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
+        fail(f"{flag} must be a finite number {bound}, got {value}")
+
+
+def _choice(flag: str, given: str, values: list[str], allowed: tuple[str, ...]) -> None:
+    """Refuse a flag whose (comma-split) ``values`` are not all in ``allowed``."""
+    if not values or any(v not in allowed for v in values):
+        fail(f"{flag} must be {', '.join(allowed)}, got {given!r}")
 
 
 def config_path(name_or_path: str) -> Path:
@@ -118,6 +153,7 @@ def list_adapters(
 
     Each library is imported in its own short-lived process, never in this one.
     """
+    _finite(timeout, "--timeout", low=0)
     entries = discover()
     broken = {n: e.error for n, e in entries.items() if e.adapter_class is None}
     names = [n for n in entries if n not in broken]
@@ -139,6 +175,10 @@ def list_adapters(
     for r in results:
         status = ("[green]available[/]" if r.get("available")
                   else f"[red]unavailable[/]: {escape(str(r.get('reason', '')))}")
+        not_here = r.get("variants_unavailable") or {}
+        if r.get("available") and not_here:
+            status += "; not here: " + "; ".join(
+                f"{escape(str(v))}: {escape(str(why))}" for v, why in not_here.items())
         variants = ", ".join(str(v) for v in r.get("variants") or [])
         table.add_row(str(r["name"]), variants, str(r.get("library") or ""),
                       str(r.get("version") or ""), status)
@@ -200,9 +240,12 @@ def run(
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
 ) -> None:
-    """Run a benchmark sweep: one isolated worker process per adapter × case."""
-    from snnbench.runner import SelectionError, Task, start_run
-    from snnbench.storage import StorageError
+    """Run a benchmark sweep: one isolated worker process per adapter × case.
+
+    --out must be a new or empty folder (or, with --resume, an unfinished run folder): nothing
+    already in a folder is ever overwritten.
+    """
+    from snnbench.runner import Task, start_run
 
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
@@ -227,44 +270,51 @@ def run(
         network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
         fail("--resume finishes a run with its recorded settings: give only --out")
-    try:
-        cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
-    except (ConfigError, SpecError) as exc:
-        fail(str(exc))
+    cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=False) as progress:
-        bar = progress.add_task("starting", total=None)
+    # the bar starts with the first case: an error before it (a bad selection, an --out that
+    # is not empty) stays one line on stderr
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=err_console, transient=False)
+    bars: list[TaskID] = []
 
-        def on_progress(event: str, index: int, total: int, task: Task,
-                        record: dict[str, Any] | None) -> None:
-            label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
-            if event == "start":
-                progress.update(bar, total=total, description=label)
-            else:
-                assert record is not None
-                progress.advance(bar)
-                status = record["status"]
-                color = {"ok": "green", "skipped": "yellow",
-                         "unavailable": "yellow"}.get(status, "red")
-                progress.console.print(
-                    f"  {task.adapter}:{task.variant} {task.spec.label}: [{color}]{status}[/]"
-                    + ("" if status == "ok"
-                       else f" — {escape(str(record.get('message', ''))[:160])}"),
-                    highlight=False,
-                )
-
-        try:
-            outcome = start_run(cfg, out, Path("results"), resume, on_progress)
-        except (ConfigError, SpecError, SelectionError, StorageError) as exc:
-            fail(str(exc))
-        except KeyboardInterrupt:
-            where = f" --out {out}" if out else ""
-            err_console.print(
-                f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'"
+    def on_progress(event: str, index: int, total: int, task: Task,
+                    record: dict[str, Any] | None) -> None:
+        if not bars:
+            progress.start()
+            bars.append(progress.add_task("starting", total=total))
+        label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
+        if event == "start":
+            progress.update(bars[0], total=total, description=label)
+        else:
+            assert record is not None
+            progress.advance(bars[0])
+            status = record["status"]
+            color = {"ok": "green", "skipped": "yellow", "unavailable": "yellow"}.get(status, "red")
+            progress.console.print(
+                f"  {task.adapter}:{task.variant} {task.spec.label}: [{color}]{status}[/]"
+                + ("" if status == "ok"
+                   else f" — {escape(str(record.get('message', ''))[:160])}"),
+                highlight=False,
             )
-            raise typer.Exit(130) from None
+
+    try:
+        outcome = start_run(cfg, out, Path("results"), resume, on_progress)
+    except KeyboardInterrupt as exc:
+        if bars:
+            progress.stop()
+            bars.clear()
+        folder = getattr(exc, "run_dir", None) or out
+        where = f" --out {folder}" if folder else ""
+        err_console.print(
+            f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'",
+            highlight=False, soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if bars:  # a Progress never started would still print an empty line when stopped
+            progress.stop()
     _print_run(outcome.run_dir, "text")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
@@ -351,14 +401,9 @@ def show(
     format: Annotated[str, typer.Option("--format", "-f", help="text or md.")] = "text",
 ) -> None:
     """Print a run as a table (medians, IQR as ±%, peak memory, status and reasons)."""
-    from snnbench.storage import StorageError
-
     if format not in ("text", "md"):
         fail(f"--format must be text or md, got {format!r}")
-    try:
-        _print_run(run_dir, format)
-    except StorageError as exc:
-        fail(str(exc))
+    _print_run(run_dir, format)
 
 
 @app.command()
@@ -412,21 +457,34 @@ def verify(
     )] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
 ) -> None:
-    """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch)."""
+    """Check every adapter's spikes and gradients against the reference.
+
+    Exit 0 when every check that ran matched, 1 on a mismatch or a broken check, 2 when
+    nothing could be checked at all (every check skipped or unavailable): no evidence is not
+    a pass.
+    """
+    from snnbench.storage import claim_folder
     from snnbench.verify_cmd import VerifyRequest, run_verification
 
     resets = ["subtract", "zero"] if reset == "both" else _split(reset)
-    try:
-        request = VerifyRequest(
-            adapters=tuple(_split(adapters)), resets=tuple(resets),
-            neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
-            batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
-            detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
-            timeout_s=timeout,
-        )
-        rows = run_verification(request, console=err_console)
-    except (ValueError, OSError) as exc:
-        fail(str(exc))
+    _choice("--reset", reset, resets, ("subtract", "zero", "both"))
+    _choice("--device", device, [device], ("cpu", "cuda"))
+    _choice("--detach-reset", detach_reset, [detach_reset], ("true", "false", "both", "auto"))
+    request = VerifyRequest(
+        adapters=tuple(_split(adapters)), resets=tuple(resets),
+        neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
+        batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+        detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
+        timeout_s=timeout,
+    )
+    # the same validation a run applies, before any folder is made or process started
+    RunConfig(network={"time_steps": steps, "batch_size": batch_size, "dtype": dtype,
+                       "surrogate": surrogate, "surrogate_slope": surrogate_slope},
+              ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
+    if dump is not None:
+        # earlier dumps may be refreshed; anything else in the folder is never overwritten
+        claim_folder(dump, "--dump", lambda p: p.is_file() and p.suffix == ".npz")
+    rows = run_verification(request, console=err_console)
     from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
 
     status_col = VERIFY_HEADERS.index("status")
@@ -454,7 +512,8 @@ def verify(
             mark = str(notes.index(row[-1]) + 1)
         bad = row[status_col] not in ("ok",)
         table.add_row(*(row[i] for i in keep), mark, style="red" if bad else "")
-    console.print(table)
+    if checked:
+        console.print(table)
     for number, note in enumerate(notes, start=1):
         console.print(f"  {number}. {escape(note)}", highlight=False)
     grouped: dict[tuple[str, str, str], int] = {}
@@ -467,7 +526,16 @@ def verify(
         console.print(f"not checked ({sum(grouped.values())} checks):")
         for (name, status, reason), count in grouped.items():
             console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
-    raise typer.Exit(exit_code(rows))
+    if not checked:
+        fail(f"nothing was verified: {len(rows)} of {len(rows)} checks skipped or unavailable "
+             "(reasons above); no evidence is not a pass")
+    code = exit_code(rows)
+    passed = sum(1 for r in checked if r[status_col] == "ok")
+    console.print(f"{'OK' if code == 0 else 'FAILED'}: {passed} of {len(checked)} checks "
+                  f"matched the reference" + (f"; {len(rows) - len(checked)} not checked"
+                                              if len(rows) > len(checked) else ""),
+                  highlight=False)
+    raise typer.Exit(code)
 
 
 # -- report / compare ---------------------------------------------------------------------
@@ -479,14 +547,13 @@ def report(
 ) -> None:
     """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
     from snnbench.report import write_report
-    from snnbench.rundir import RunDirError
 
+    folder = out or run_dir / "report"
     try:
-        paths = write_report(run_dir, out or run_dir / "report")
-    except RunDirError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write the report: {exc}")
+        paths = write_report(run_dir, folder)
+    except OSError as exc:  # a full disk, a read-only folder: the user's to fix
+        where = exc.filename or folder
+        fail(f"cannot write the report to {where}: {exc.strerror or exc}")
     for path in paths:
         console.print(str(path))
 
@@ -510,21 +577,15 @@ def compare(
     but not significant is shown as noise. ok → error/oom/timeout/mismatch is a regression.
     """
     from snnbench.compare import compare_runs, render
-    from snnbench.rundir import RunDirError
 
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")
-    if factor <= 1.0:
-        fail(f"--factor must be > 1, got {factor}")
-    if mem_threshold < 0:
-        fail(f"--mem-threshold must be ≥ 0, got {mem_threshold}")
+    _finite(factor, "--factor", low=1.0)
+    _finite(mem_threshold, "--mem-threshold", low=0.0, inclusive=True)
     if not 0 < alpha < 1:
         fail(f"--alpha must be between 0 and 1, got {alpha}")
-    try:
-        result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold,
-                              alpha=alpha)
-    except (RunDirError, ValueError) as exc:
-        fail(str(exc))
+    result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold,
+                          alpha=alpha)
     render(result, format, console)
     raise typer.Exit(result.exit_code)
 

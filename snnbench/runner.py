@@ -29,7 +29,7 @@ from snnbench.errors import UserError
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES
 from snnbench.spec import NetworkSpec
-from snnbench.storage import RunDir, StorageError, case_key
+from snnbench.storage import RunDir, StorageError, WriteError, case_key, interrupted_write
 
 
 class SelectionError(UserError, ValueError):
@@ -334,10 +334,14 @@ def start_run(
             raise StorageError("--resume needs --out pointing at the run folder to finish")
         run_dir = RunDir.open_existing(out)
         run_dir.lock()
-        manifest = run_dir.read_manifest()
-        run_id = str(manifest["run_id"])
-        config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
-        device = str(manifest["settings"]["device"])
+        try:
+            manifest = run_dir.read_manifest()
+            run_id = str(manifest["run_id"])
+            config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
+            device = str(manifest["settings"]["device"])
+        except BaseException:  # a damaged manifest: release (and remove) the lock
+            run_dir.unlock()
+            raise
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
@@ -361,7 +365,11 @@ def start_run(
             "config": config.to_dict(),
             "command": sys.argv,
         }
-        run_dir.write_manifest(manifest)
+        try:
+            run_dir.write_manifest(manifest)
+        except BaseException:  # e.g. a full disk: release (and remove) the lock
+            run_dir.unlock()
+            raise
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
     try:
         tasks = plan_tasks(config, entries, device)
@@ -373,6 +381,12 @@ def start_run(
         manifest["finished_utc"] = datetime.now(timezone.utc).isoformat()
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
+    except (WriteError, OSError) as exc:
+        # a full disk, a quota, a folder gone read-only: the records written so far are whole
+        raise interrupted_write(exc, run_dir.path) from exc
+    except KeyboardInterrupt as exc:
+        exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # for the CLI's resume hint
+        raise
     finally:
         run_dir.unlock()
     return outcome
