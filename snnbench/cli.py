@@ -568,13 +568,20 @@ def compare(
         help="Relative peak-memory growth that counts.")] = 0.05,
     alpha: Annotated[float, typer.Option(
         help="Significance level of the Mann–Whitney U test.")] = 0.01,
+    time_floor_ms: Annotated[float | None, typer.Option(
+        help="Median time differences below this are noise (default per device: 20 ms on "
+        "cpu, 0.5 ms on cuda; measured, see docs/report-compare.md).")] = None,
+    mem_floor_mib: Annotated[float | None, typer.Option(
+        help="Peak-memory differences below this are unchanged (default per device: 10 MiB "
+        "on cpu, 1 MiB on cuda).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="text, md or json.")] = "text",
 ) -> None:
     """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable.
 
     A time change counts only when the median ratio passes --factor AND the samples differ
-    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
-    but not significant is shown as noise. ok → error/oom/timeout/mismatch is a regression.
+    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median) AND the medians
+    differ by at least the time floor; otherwise past the factor is shown as noise.
+    ok → error/oom/timeout/mismatch is a regression.
     """
     from snnbench.compare import compare_runs, render
 
@@ -584,8 +591,15 @@ def compare(
     _finite(mem_threshold, "--mem-threshold", low=0.0, inclusive=True)
     if not 0 < alpha < 1:
         fail(f"--alpha must be between 0 and 1, got {alpha}")
-    result = compare_runs(baseline, candidate, factor=factor, mem_threshold=mem_threshold,
-                          alpha=alpha)
+    if time_floor_ms is not None:
+        _finite(time_floor_ms, "--time-floor-ms", low=0.0, inclusive=True)
+    if mem_floor_mib is not None:
+        _finite(mem_floor_mib, "--mem-floor-mib", low=0.0, inclusive=True)
+    result = compare_runs(
+        baseline, candidate, factor=factor, mem_threshold=mem_threshold, alpha=alpha,
+        time_floor_s=None if time_floor_ms is None else time_floor_ms / 1e3,
+        mem_floor_bytes=None if mem_floor_mib is None else mem_floor_mib * 2**20,
+    )
     render(result, format, console)
     raise typer.Exit(result.exit_code)
 

@@ -391,8 +391,9 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     ``out_dir`` defaults to ``<run_dir>/report``. Returns the written paths (PNGs first, then
     the Markdown and the HTML page). Raises :class:`~snnbench.rundir.RunDirError` for a missing,
     empty or damaged run folder, and :class:`~snnbench.storage.StorageError` when ``out_dir``
-    holds files that are not an earlier report (they are never overwritten). Runs with one adapter, one neuron count or no ok case still
-    give a report: plots without data are left out and the page says why.
+    holds files that are not an earlier report (they are never overwritten). Runs with one
+    adapter, one neuron count or no ok case still give a report: plots without data are left
+    out and the page says why.
     """
     run = load_run(run_dir, samples=False)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
