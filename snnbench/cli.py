@@ -31,6 +31,11 @@ from rich.progress import (
 from rich.table import Table
 from typer.core import TyperGroup
 
+try:  # typer ≥ 0.22 vendors click; the exception classes are its own
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - an older typer uses the click package
+    from click.exceptions import UsageError  # type: ignore[no-redef,assignment]
+
 from snnbench import __version__
 from snnbench.config import RunConfig, load_config
 from snnbench.errors import UserError
@@ -48,10 +53,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 class _Commands(TyperGroup):
-    """Every command runs under one rule: a :class:`UserError` is one line on stderr and exit 2.
+    """Every command runs under one rule: bad input is one line on stderr and exit 2.
 
-    Only UserError is caught: anything else is a bug and keeps its traceback, and typer's own
-    Exit passes through untouched.
+    That is a :class:`UserError` from the library, or a usage error typer finds while parsing
+    a command's flags (a text where a number goes, an unknown flag, a missing argument), which
+    typer would otherwise draw as a boxed panel under the usage. Nothing else is caught:
+    anything else is a bug and keeps its traceback, and typer's own Exit passes through.
     """
 
     def invoke(self, ctx: Any) -> Any:
@@ -59,6 +66,9 @@ class _Commands(TyperGroup):
             return super().invoke(ctx)
         except UserError as exc:
             fail(str(exc))
+        except UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "snnbench"
+            fail(f"{exc.format_message()} (see '{where} --help')")
 
 
 app = typer.Typer(

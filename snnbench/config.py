@@ -231,6 +231,13 @@ def _network(raw: Any, source: str) -> dict[str, Any]:
             f"{source}: unknown key(s) in [network]: {', '.join(unknown)} "
             f"(known: {', '.join(SPEC_FIELDS)})"
         )
+    # each value on its own, also one that every [[sweep]] table overrides: it is still
+    # recorded in the manifest, so it must be a valid value of its field
+    for key, value in raw.items():
+        try:
+            NetworkSpec.from_dict({key: value})
+        except SpecError as exc:
+            raise ConfigError(f"{source}: [network] {exc}") from exc
     return dict(raw)
 
 

@@ -84,6 +84,14 @@ def test_out_existing_folder_is_left_byte_for_byte_unchanged(tmp_path: Path,
     assert snapshot(out) == before
 
 
+def test_out_root_is_refused() -> None:
+    # issue 11: `--out /` wrote cases/, logs/, the manifest and the tables into /
+    from snnbench.storage import StorageError, claim_folder
+
+    with pytest.raises(StorageError, match="is not empty"):
+        claim_folder(Path("/"), "--out", lambda p: False)
+
+
 def test_out_refuses_a_file_and_a_run_folder(tmp_path: Path) -> None:
     afile = tmp_path / "file"
     afile.write_text("x")
@@ -271,6 +279,10 @@ def test_bad_flags_are_one_line(args: list[str], fragment: str) -> None:
     ("[network]\nbeta = '0.5'\n", "beta must be a number"),
     ("[network]\ndtype = {a = 1}\n", "dtype must be one of"),
     ("network = 3\n", "[network] must be a table"),
+    # found by the property test: a [network] value every [[sweep]] overrides was never checked,
+    # and a date there crashed the manifest's JSON
+    ("[network]\nbatch_size = 1979-05-27T07:32:00Z\n[[sweep]]\nbatch_size = [2]\n",
+     "[network] batch_size must be a positive integer"),
 ])
 def test_wrong_types_in_a_config_are_one_line(tmp_path: Path, body: str, fragment: str) -> None:
     cfg = tmp_path / "c.toml"
