@@ -49,7 +49,8 @@ def run_all(folder: Path, pairs: int, run_args: list[str]) -> list[Path]:
             continue
         if run.exists():
             sys.exit(f"{run} exists but did not finish: remove it or finish it with --resume")
-        print(f"[{index + 1}/{len(runs)}] snnbench run ... --out {run}", file=sys.stderr, flush=True)
+        print(f"[{index + 1}/{len(runs)}] snnbench run ... --out {run}", file=sys.stderr,
+              flush=True)
         proc = subprocess.run([sys.executable, "-m", "snnbench", "run", *run_args,
                                "--out", str(run)], capture_output=True, text=True, check=False)
         if proc.returncode not in (0, 1):

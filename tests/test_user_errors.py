@@ -379,3 +379,38 @@ def test_list_text_says_torch_cudagraph_needs_cuda() -> None:
     fused = next(li for li in proc.stdout.splitlines() if li.split("│")[1:2]
                  and li.split("│")[1].strip() == "fused")
     assert "not here: cudagraph" in fused, fused
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_interrupt_says_how_to_resume_also_without_out(tmp_path: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    from tests.conftest import FAKE_PLUGIN_DIR
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snnbench", "run", "--adapters", "fake-sleep",
+         "--neurons", "8,12,16,20,24", *FAST],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob("results/*/cases/*.json")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    (run,) = tmp_path.glob("results/*")
+    hint = f"finish with 'snnbench run --resume --out {run.relative_to(tmp_path)}'"
+    assert hint in err, err
+    assert "Traceback" not in err
+    assert not (run / ".lock").exists()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "snnbench", "run", "--resume", "--out",
+         str(run.relative_to(tmp_path))],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr
