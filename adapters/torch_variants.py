@@ -77,9 +77,10 @@ class TorchCudaGraphAdapter(Adapter):
 
         from snnbench.adapters._torch_common import cuda_unavailable_reason
 
-        if torch.version.cuda is None:  # say why, not only that no GPU is visible
-            raise AdapterUnavailable(f"torch {torch.__version__} is a CPU-only build")
         reason = cuda_unavailable_reason(device, "CUDA graphs")
+        if reason and device == "cuda" and torch.version.cuda is None:
+            # say why, not only that no GPU is visible
+            reason = f"CUDA graphs need a CUDA build of torch ({torch.__version__} is CPU-only)"
         if reason:
             raise AdapterUnavailable(reason)
 

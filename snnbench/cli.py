@@ -252,8 +252,8 @@ def run(
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
-    --out must be a new or empty folder (or, with --resume, an unfinished run folder): nothing
-    already in a folder is ever overwritten.
+    --out must be a new or empty folder (or, with --resume, a run folder): nothing already in
+    another folder is ever overwritten.
     """
     from snnbench.runner import Task, start_run
 
