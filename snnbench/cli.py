@@ -244,7 +244,8 @@ def run(
         help="Seconds per case before it is killed.")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (0 = all).")] = None,
     out: Annotated[Path | None, typer.Option(
-        help="The run folder itself (default results/<run_id>).")] = None,
+        help="The run folder itself (default results/<run_id>): a new or empty folder, or "
+        "with --resume a run folder.")] = None,
     resume: Annotated[bool, typer.Option(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
@@ -463,7 +464,8 @@ def verify(
         help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
     surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
     dump: Annotated[Path | None, typer.Option(
-        help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
+        help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder "
+        "(new, empty, or holding earlier dumps only).",
     )] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
 ) -> None:
@@ -553,7 +555,8 @@ def verify(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
     out: Annotated[Path | None, typer.Option(
-        help="Output folder (default RUN_DIR/report).")] = None,
+        help="Output folder (default RUN_DIR/report): new, empty, or an earlier report.",
+    )] = None,
 ) -> None:
     """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
     from snnbench.report import write_report
