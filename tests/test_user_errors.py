@@ -193,15 +193,15 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
 
 
 @pytest.mark.slow
-def test_full_disk_on_a_real_300k_tmpfs(tmp_path: Path) -> None:
+def test_full_disk_on_a_real_150k_tmpfs(tmp_path: Path) -> None:
     disk = tmp_path / "disk"
-    if not _mount_tmpfs(disk, "300k"):
+    if not _mount_tmpfs(disk, "150k"):
         pytest.skip("cannot mount a tmpfs here (needs root and mount)")
     try:
         out = disk / "run"
-        proc = run_cli("run", "--adapters", "torch,floor", "--neurons", "64,96,128,160,192",
-                       "--config", "ci-smoke", "--steps", "50", "--batch-size", "4",
-                       "--repeats", "40", "--threads", "1", "--out", str(out))
+        proc = run_cli("run", "--adapters", "torch", "--neurons", "64,96,128,160,192,224",
+                       "--config", "ci-smoke", "--steps", "20", "--batch-size", "2",
+                       "--repeats", "30", "--threads", "1", "--out", str(out))
         assert proc.returncode == 2, proc.stdout + proc.stderr
         _full_disk_checks(out, proc.stderr, finished_before=1)
     finally:
@@ -367,18 +367,24 @@ def test_cuda_only_adapters_are_not_available_on_a_cpu_only_torch() -> None:
     assert set(fused["variants_unavailable"]) == {"cudagraph"}
 
 
-def test_list_text_says_torch_cudagraph_needs_cuda() -> None:
+def test_list_text_says_torch_cudagraph_needs_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
+
+    from snnbench import cli
+    from snnbench.registry import discover
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible")
-    proc = run_cli("list", env={"COLUMNS": "400"})
-    assert proc.returncode == 0, proc.stderr
-    line = next(li for li in proc.stdout.splitlines() if "torch-cudagraph" in li)
-    assert "unavailable" in line and "CUDA only" in line, line
-    fused = next(li for li in proc.stdout.splitlines() if li.split("│")[1:2]
-                 and li.split("│")[1].strip() == "fused")
-    assert "not here: cudagraph" in fused, fused
+    # the real probes (one process each), of these two adapters only
+    entries = {n: e for n, e in discover().items() if n in ("torch-cudagraph", "fused")}
+    monkeypatch.setattr(cli, "discover", lambda: entries)
+    monkeypatch.setenv("COLUMNS", "400")
+    result = invoke("list")
+    assert result.exit_code == 0, result.stderr
+    rows = {li.split("│")[1].strip(): li for li in result.stdout.splitlines() if "│" in li}
+    assert "unavailable" in rows["torch-cudagraph"], rows
+    assert "CUDA only" in rows["torch-cudagraph"]
+    assert "available; not here: cudagraph: CUDA only" in rows["fused"], rows["fused"]
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------
