@@ -62,7 +62,7 @@ test: setup
 	$(VENV)/bin/pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check snnbench adapters tests docker examples
+	$(VENV)/bin/ruff check snnbench adapters tests docker examples scripts
 
 typecheck: setup
 	$(VENV)/bin/mypy snnbench

@@ -73,9 +73,14 @@ class TorchCudaGraphAdapter(Adapter):
         return Capabilities(devices=("cuda",), dtypes=DTYPES, surrogates=SURROGATES)
 
     def check_variant(self, variant: str, device: str) -> None:
+        import torch
+
         from snnbench.adapters._torch_common import cuda_unavailable_reason
 
         reason = cuda_unavailable_reason(device, "CUDA graphs")
+        if reason and device == "cuda" and torch.version.cuda is None:
+            # say why, not only that no GPU is visible
+            reason = f"CUDA graphs need a CUDA build of torch ({torch.__version__} is CPU-only)"
         if reason:
             raise AdapterUnavailable(reason)
 

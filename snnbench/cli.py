@@ -8,6 +8,7 @@ already written is touched).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -22,26 +23,62 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from typer.core import TyperGroup
+
+try:  # typer ≥ 0.22 vendors click; the exception classes are its own
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - an older typer uses the click package
+    from click.exceptions import UsageError  # type: ignore[no-redef,assignment]
 
 from snnbench import __version__
-from snnbench.config import ConfigError, RunConfig, load_config
+from snnbench.config import RunConfig, load_config
+from snnbench.errors import UserError
 from snnbench.registry import discover
-from snnbench.spec import SpecError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line on stderr and exit with ``code``."""
+    line = " ".join(str(message).split())  # one line, whatever the message holds
+    err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+class _Commands(TyperGroup):
+    """Every command runs under one rule: bad input is one line on stderr and exit 2.
+
+    That is a :class:`UserError` from the library, or a usage error typer finds while parsing
+    a command's flags (a text where a number goes, an unknown flag, a missing argument), which
+    typer would otherwise draw as a boxed panel under the usage. Nothing else is caught:
+    anything else is a bug and keeps its traceback, and typer's own Exit passes through.
+    """
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            fail(str(exc))
+        except UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "snnbench"
+            fail(f"{exc.format_message()} (see '{where} --help')")
+
 
 app = typer.Typer(
     name="snnbench",
+    cls=_Commands,
     help="Honest, reproducible benchmarks of spiking neural network training libraries.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 def _builtin_configs() -> tuple[str, ...]:
     """Names of the configs shipped as package data (``configs/*.toml``)."""
@@ -55,10 +92,18 @@ def _builtin_configs() -> tuple[str, ...]:
 BUILTIN_CONFIGS = _builtin_configs()
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print one clear line on stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def _finite(value: float, flag: str, *, low: float, inclusive: bool = False) -> None:
+    """Refuse NaN, infinities and values below ``low`` for a float flag, in one line."""
+    ok = math.isfinite(value) and (value >= low if inclusive else value > low)
+    if not ok:
+        bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
+        fail(f"{flag} must be a finite number {bound}, got {value}")
+
+
+def _choice(flag: str, given: str, values: list[str], allowed: tuple[str, ...]) -> None:
+    """Refuse a flag whose (comma-split) ``values`` are not all in ``allowed``."""
+    if not values or any(v not in allowed for v in values):
+        fail(f"{flag} must be {', '.join(allowed)}, got {given!r}")
 
 
 def config_path(name_or_path: str) -> Path:
@@ -124,10 +169,10 @@ def list_adapters(
     Each library is imported in its own short-lived process, never in this one.
     """
     from snnbench.contract import environment_tag
-    from snnbench.errors import UserError
     from snnbench.libenv import BuildSettings
     from snnbench.runner import build_requests, select_adapters
 
+    _finite(timeout, "--timeout", low=0)
     entries = discover()
     try:
         selections = list(dict.fromkeys(
@@ -162,6 +207,10 @@ def list_adapters(
     for r in results:
         status = ("[green]available[/]" if r.get("available")
                   else f"[red]unavailable[/]: {escape(str(r.get('reason', '')))}")
+        not_here = r.get("variants_unavailable") or {}
+        if r.get("available") and not_here:
+            status += "; not here: " + "; ".join(
+                f"{escape(str(v))}: {escape(str(why))}" for v, why in not_here.items())
         variants = ", ".join(str(v) for v in r.get("variants") or [])
         table.add_row(str(r["name"]), variants, str(r.get("library") or ""),
                       str(r.get("version") or ""), status)
@@ -219,7 +268,8 @@ def run(
         help="Seconds per case before it is killed.")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (0 = all).")] = None,
     out: Annotated[Path | None, typer.Option(
-        help="The run folder itself (default results/<run_id>).")] = None,
+        help="The run folder itself (default results/<run_id>): a new or empty folder, or "
+        "with --resume a run folder.")] = None,
     resume: Annotated[bool, typer.Option(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
@@ -232,9 +282,11 @@ def run(
 
     --adapters snntorch@0.9.4,snntorch@1.0.0 runs each library version in its own
     environment layered over this one (built with uv, cached, reused offline).
+
+    --out must be a new or empty folder (or, with --resume, a run folder): nothing already in
+    another folder is ever overwritten.
     """
     from snnbench.contract import CaseRecord, Job
-    from snnbench.errors import UserError
     from snnbench.rundir import adapter_label
     from snnbench.runner import start_run
 
@@ -263,50 +315,55 @@ def run(
         network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
         fail("--resume finishes a run with its recorded settings: give only --out")
-    try:
-        cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
-    except (ConfigError, SpecError) as exc:
-        fail(str(exc))
+    cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=False) as progress:
-        bar = progress.add_task("starting", total=None)
+    # the bar starts with the first case: an error before it (a bad selection, an --out that
+    # is not empty) stays one line on stderr
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                        TimeRemainingColumn(), console=err_console, transient=False)
+    bars: list[TaskID] = []
 
-        def on_progress(event: str, index: int, total: int, task: Job,
-                        record: CaseRecord | None) -> None:
-            name = adapter_label(task.adapter, task.variant, task.environment.name)
-            label = f"case {index}/{total} {name} n={task.spec.neurons}"
-            if event == "start":
-                progress.update(bar, total=total, description=label)
-            else:
-                assert record is not None
-                progress.advance(bar)
-                status = record.status
-                color = {"ok": "green", "skipped": "yellow",
-                         "unavailable": "yellow"}.get(status, "red")
-                progress.console.print(
-                    f"  {escape(name)} {task.spec.label}: [{color}]{status}[/]"
-                    + ("" if status == "ok"
-                       else f" — {escape(record.message[:160])}"),
-                    highlight=False,
-                )
-
-        def on_environment(line: str) -> None:
-            progress.console.print(escape(line), highlight=False)
-
-        try:
-            outcome = start_run(cfg, out, Path("results"), resume, on_progress,
-                                notify=on_environment)
-        except UserError as exc:
-            progress.remove_task(bar)  # the error is the only line, no empty bar under it
-            fail(str(exc))
-        except KeyboardInterrupt:
-            where = f" --out {out}" if out else ""
-            err_console.print(
-                f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'"
+    def on_progress(event: str, index: int, total: int, task: Job,
+                    record: CaseRecord | None) -> None:
+        if not bars:
+            progress.start()
+            bars.append(progress.add_task("starting", total=total))
+        name = adapter_label(task.adapter, task.variant, task.environment.name)
+        label = f"case {index}/{total} {name} n={task.spec.neurons}"
+        if event == "start":
+            progress.update(bars[0], total=total, description=label)
+        else:
+            assert record is not None
+            progress.advance(bars[0])
+            status = record.status
+            color = {"ok": "green", "skipped": "yellow", "unavailable": "yellow"}.get(status, "red")
+            progress.console.print(
+                f"  {escape(name)} {task.spec.label}: [{color}]{status}[/]"
+                + ("" if status == "ok" else f" — {escape(record.message[:160])}"),
+                highlight=False,
             )
-            raise typer.Exit(130) from None
+
+    def on_environment(line: str) -> None:
+        (progress.console if bars else err_console).print(escape(line), highlight=False)
+
+    try:
+        outcome = start_run(cfg, out, Path("results"), resume, on_progress,
+                            notify=on_environment)
+    except KeyboardInterrupt as exc:
+        if bars:
+            progress.stop()
+            bars.clear()
+        folder = getattr(exc, "run_dir", None) or out
+        where = f" --out {folder}" if folder else ""
+        err_console.print(
+            f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'",
+            highlight=False, soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    finally:
+        if bars:  # a Progress never started would still print an empty line when stopped
+            progress.stop()
     _print_run(outcome.run_dir, "text")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
@@ -393,14 +450,9 @@ def show(
     format: Annotated[str, typer.Option("--format", "-f", help="text or md.")] = "text",
 ) -> None:
     """Print a run as a table (medians, IQR as ±%, peak memory, status and reasons)."""
-    from snnbench.storage import StorageError
-
     if format not in ("text", "md"):
         fail(f"--format must be text or md, got {format!r}")
-    try:
-        _print_run(run_dir, format)
-    except StorageError as exc:
-        fail(str(exc))
+    _print_run(run_dir, format)
 
 
 @app.command()
@@ -452,34 +504,45 @@ def verify(
         help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
     surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
     dump: Annotated[Path | None, typer.Option(
-        help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder.",
+        help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder "
+        "(new, empty, or holding earlier dumps only).",
     )] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
     wheelhouse: Annotated[str, typer.Option(
         help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
         "offline.")] = "",
 ) -> None:
-    """Check every adapter's spikes and gradients against the reference (exit 1 on mismatch).
+    """Check every adapter's spikes and gradients against the reference.
 
     --adapters spikingjelly@0.0.0.0.14 checks that library version in its own environment.
+    Exit 0 when every check that ran matched, 1 on a mismatch or a broken check, 2 when
+    nothing could be checked at all (every check skipped or unavailable): no evidence is not
+    a pass.
     """
-    from snnbench.errors import UserError
+    from snnbench.storage import claim_folder
     from snnbench.verify_cmd import VerifyRequest, run_verification
 
     resets = ["subtract", "zero"] if reset == "both" else _split(reset)
-    try:
-        request = VerifyRequest(
-            adapters=tuple(_split(adapters)), resets=tuple(resets),
-            neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
-            batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
-            detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
-            timeout_s=timeout, wheelhouse=wheelhouse,
-        )
-        rows = run_verification(
-            request, console=err_console,
-            notify=lambda line: err_console.print(escape(line), highlight=False))
-    except (UserError, ValueError, OSError) as exc:
-        fail(str(exc))
+    _choice("--reset", reset, resets, ("subtract", "zero", "both"))
+    _choice("--device", device, [device], ("cpu", "cuda"))
+    _choice("--detach-reset", detach_reset, [detach_reset], ("true", "false", "both", "auto"))
+    request = VerifyRequest(
+        adapters=tuple(_split(adapters)), resets=tuple(resets),
+        neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
+        batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+        detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
+        timeout_s=timeout, wheelhouse=wheelhouse,
+    )
+    # the same validation a run applies, before any folder is made or process started
+    RunConfig(network={"time_steps": steps, "batch_size": batch_size, "dtype": dtype,
+                       "surrogate": surrogate, "surrogate_slope": surrogate_slope},
+              ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
+    if dump is not None:
+        # earlier dumps may be refreshed; anything else in the folder is never overwritten
+        claim_folder(dump, "--dump", lambda p: p.is_file() and p.suffix == ".npz")
+    rows = run_verification(
+        request, console=err_console,
+        notify=lambda line: err_console.print(escape(line), highlight=False))
     from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
 
     status_col = VERIFY_HEADERS.index("status")
@@ -507,7 +570,8 @@ def verify(
             mark = str(notes.index(row[-1]) + 1)
         bad = row[status_col] not in ("ok",)
         table.add_row(*(row[i] for i in keep), mark, style="red" if bad else "")
-    console.print(table)
+    if checked:
+        console.print(table)
     for number, note in enumerate(notes, start=1):
         console.print(f"  {number}. {escape(note)}", highlight=False)
     grouped: dict[tuple[str, str, str], int] = {}
@@ -520,7 +584,16 @@ def verify(
         console.print(f"not checked ({sum(grouped.values())} checks):")
         for (name, status, reason), count in grouped.items():
             console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
-    raise typer.Exit(exit_code(rows))
+    if not checked:
+        fail(f"nothing was verified: {len(rows)} of {len(rows)} checks skipped or unavailable "
+             "(reasons above); no evidence is not a pass")
+    code = exit_code(rows)
+    passed = sum(1 for r in checked if r[status_col] == "ok")
+    console.print(f"{'OK' if code == 0 else 'FAILED'}: {passed} of {len(checked)} checks "
+                  f"matched the reference" + (f"; {len(rows) - len(checked)} not checked"
+                                              if len(rows) > len(checked) else ""),
+                  highlight=False)
+    raise typer.Exit(code)
 
 
 # -- report / compare ---------------------------------------------------------------------
@@ -528,18 +601,18 @@ def verify(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
     out: Annotated[Path | None, typer.Option(
-        help="Output folder (default RUN_DIR/report).")] = None,
+        help="Output folder (default RUN_DIR/report): new, empty, or an earlier report.",
+    )] = None,
 ) -> None:
     """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
     from snnbench.report import write_report
-    from snnbench.rundir import RunDirError
 
+    folder = out or run_dir / "report"
     try:
-        paths = write_report(run_dir, out or run_dir / "report")
-    except RunDirError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write the report: {exc}")
+        paths = write_report(run_dir, folder)
+    except OSError as exc:  # a full disk, a read-only folder: the user's to fix
+        where = exc.filename or folder
+        fail(f"cannot write the report to {where}: {exc.strerror or exc}")
     for path in paths:
         console.print(str(path))
 
@@ -556,6 +629,12 @@ def compare(
         help="Relative peak-memory growth that counts.")] = 0.05,
     alpha: Annotated[float, typer.Option(
         help="Significance level of the Mann–Whitney U test.")] = 0.01,
+    time_floor_ms: Annotated[float | None, typer.Option(
+        help="Median time differences below this are noise (default per device: 20 ms on "
+        "cpu, 0.5 ms on cuda; measured, see docs/report-compare.md).")] = None,
+    mem_floor_mib: Annotated[float | None, typer.Option(
+        help="Peak-memory differences below this are unchanged (default per device: 10 MiB "
+        "on cpu, 1 MiB on cuda).")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="text, md or json.")] = "text",
     envs: Annotated[str | None, typer.Option(
         help="BASELINE_ENV,CANDIDATE_ENV: compare two library environments (e.g. "
@@ -570,20 +649,22 @@ def compare(
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
     A time change counts only when the median ratio passes --factor AND the samples differ
-    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
-    but not significant is shown as noise. ok → error/oom/timeout/mismatch is a regression.
+    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median) AND the medians
+    differ by at least the time floor; otherwise past the factor is shown as noise.
+    ok → error/oom/timeout/mismatch is a regression.
     """
     from snnbench.compare import compare_runs, render
-    from snnbench.rundir import RunDirError
 
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")
-    if factor <= 1.0:
-        fail(f"--factor must be > 1, got {factor}")
-    if mem_threshold < 0:
-        fail(f"--mem-threshold must be ≥ 0, got {mem_threshold}")
+    _finite(factor, "--factor", low=1.0)
+    _finite(mem_threshold, "--mem-threshold", low=0.0, inclusive=True)
     if not 0 < alpha < 1:
         fail(f"--alpha must be between 0 and 1, got {alpha}")
+    if time_floor_ms is not None:
+        _finite(time_floor_ms, "--time-floor-ms", low=0.0, inclusive=True)
+    if mem_floor_mib is not None:
+        _finite(mem_floor_mib, "--mem-floor-mib", low=0.0, inclusive=True)
     environments: tuple[str, str] | None = None
     if envs is not None:
         names = _split(envs)
@@ -592,12 +673,12 @@ def compare(
         environments = (names[0], names[1])
     elif candidate is None:
         fail("give a candidate run folder, or --envs to compare two environments of one run")
-    try:
-        result = compare_runs(baseline, candidate or baseline, factor=factor,
-                              mem_threshold=mem_threshold, alpha=alpha,
-                              environments=environments)
-    except (RunDirError, ValueError) as exc:
-        fail(str(exc))
+    result = compare_runs(
+        baseline, candidate or baseline, factor=factor, mem_threshold=mem_threshold,
+        alpha=alpha, environments=environments,
+        time_floor_s=None if time_floor_ms is None else time_floor_ms / 1e3,
+        mem_floor_bytes=None if mem_floor_mib is None else mem_floor_mib * 2**20,
+    )
     render(result, format, console)
     raise typer.Exit(result.exit_code)
 

@@ -6,18 +6,20 @@ one *mark*:
 
 time (``time_s`` of forward, backward, step)
     ``regression`` when the median ratio candidate/baseline exceeds ``factor`` **and** the
-    samples differ significantly; ``improved`` for the mirror image (ratio < 1/factor and
-    significant); ``noise`` when the ratio passes the factor but the difference is not
-    significant; ``same`` otherwise. Significance: a two-sided Mann–Whitney U test on the raw
-    samples (``samples.parquet``) with p < ``alpha`` when both sides have at least
-    :data:`MIN_SAMPLES` samples, else non-overlapping 99 % confidence intervals of the median
-    (``ci99_low``/``ci99_high``). With neither, the pair cannot be significant: ``noise``.
+    samples differ significantly **and** the medians differ by at least the device's time floor
+    (:data:`TIME_FLOOR_S`); ``improved`` for the mirror image (ratio < 1/factor, significant,
+    past the floor); ``noise`` when the ratio passes the factor but the difference is not
+    significant or smaller than the floor; ``same`` otherwise. Significance: a two-sided
+    Mann–Whitney U test on the raw samples (``samples.parquet``) with p < ``alpha`` when both
+    sides have at least :data:`MIN_SAMPLES` samples, else non-overlapping 99 % confidence
+    intervals of the median (``ci99_low``/``ci99_high``). With neither, the pair cannot be
+    significant: ``noise``.
 memory (``peak_mem_bytes``)
     ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
     candidate < baseline / (1 + ``mem_threshold``), else ``same`` (one peak per phase, no
-    samples to test). A change smaller than ``mem_floor_bytes`` (default 1 MiB) is ``same``
-    whatever its ratio: on CPU the peak is resident-set growth, page-granular and a few hundred
-    KiB for small cases, where ±15 % is noise.
+    samples to test). A change smaller than the device's memory floor
+    (:data:`MEM_FLOOR_BYTES`) is ``same`` whatever its ratio: on CPU the peak is resident-set
+    growth, page- and allocator-granular, where identical runs differ by megabytes.
 case status
     ok → error/oom/timeout/mismatch is ``new_failure`` (fails the gate, whatever the versions:
     an upgrade that breaks a case is what the gate is for); the reverse is ``fixed``; failed on
@@ -59,6 +61,7 @@ from rich.text import Text
 from scipy import stats
 
 from snnbench import schema
+from snnbench.errors import UserError
 from snnbench.report import Table, format_value
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
 
@@ -87,9 +90,26 @@ COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "noise", "
 MIN_SAMPLES = 5
 OutputFormat = Literal["text", "md", "json"]
 
+#: Median time differences below these are ``noise`` whatever the ratio and the p-value, per
+#: device. CPU: 1.5 × the largest difference between identical runs in 20 comparisons of 10
+#: pairs of runs on a loaded 2-core machine (13.7 ms; docs/report-compare.md,
+#: scripts/compare_noise.py). CUDA: 2 × the largest difference of GPU-bound cases (floor,
+#: fused) between two runs on one H100 (0.26 ms); no identical-pair measurement on a GPU yet.
+TIME_FLOOR_S: dict[str, float] = {"cpu": 0.020, "cuda": 0.0005}
+#: Peak-memory differences below these are ``same``, per device. CPU: 1.5 × the largest
+#: difference between the same identical runs (6.2 MiB, JAX's resident set), rounded up. CUDA:
+#: allocator peaks were identical to the byte between two H100 runs; 1 MiB leaves room for
+#: library workspaces.
+MEM_FLOOR_BYTES: dict[str, float] = {"cpu": 10 * 2**20, "cuda": 2**20}
+
+
+class CompareError(UserError, ValueError):
+    """Impossible thresholds or floors; one line."""
+
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
 _TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment"})
+_DEVICE = schema.CASE_KEY.index("device")
 CaseKey = tuple[Any, ...]
 
 
@@ -154,7 +174,9 @@ class Comparison:
     factor: float
     mem_threshold: float
     alpha: float
-    mem_floor_bytes: float = 0.0
+    #: the time floor (seconds) and memory floor (bytes) in effect, per device
+    time_floors: dict[str, float] = field(default_factory=dict)
+    mem_floors: dict[str, float] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: the environments compared (baseline, candidate), None when environments are matched
@@ -223,9 +245,16 @@ class _Rule:
     factor: float
     mem_threshold: float
     alpha: float
-    mem_floor_bytes: float
+    time_floors: dict[str, float]
+    mem_floors: dict[str, float]
     #: False when two environments are compared: their library versions differ by design
     same_versions: bool = True
+
+    def time_floor(self, key: CaseKey) -> float:
+        return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
+
+    def mem_floor(self, key: CaseKey) -> float:
+        return self.mem_floors.get(str(key[_DEVICE]), self.mem_floors["cpu"])
 
 
 @dataclass
@@ -317,16 +346,22 @@ def _compare_metric(
     ratio = cm / bm
     if metric == "time_s" and phase in schema.TIMED_PHASES:
         significant, p_value, test = _significant(b, c, samples[0], samples[1], rule.alpha)
-        if ratio > rule.factor:
-            mark = "regression" if significant else "noise"
-        elif ratio < 1.0 / rule.factor:
-            mark = "improved" if significant else "noise"
+        floor = rule.time_floor(key)
+        below_floor = abs(cm - bm) < floor
+        note = "" if test != "none" else "too few samples for a significance test"
+        if ratio > rule.factor or ratio < 1.0 / rule.factor:
+            if significant and not below_floor:
+                mark = "regression" if ratio > 1.0 else "improved"
+            else:
+                mark = "noise"
+                if significant:
+                    note = (f"changed by less than the {format_value(floor, 'time_s')} time "
+                            "floor (the noise between identical runs)")
         else:
             mark = "same"
-        note = "" if test != "none" else "too few samples for a significance test"
         return pair(mark, ratio, p_value, test, note)
     if metric == "peak_mem_bytes":
-        if abs(cm - bm) < rule.mem_floor_bytes:
+        if abs(cm - bm) < rule.mem_floor(key):
             mark = "same"
         elif cm > bm * (1.0 + rule.mem_threshold):
             mark = "regression"
@@ -468,25 +503,33 @@ def compare(
     factor: float = 1.10,
     mem_threshold: float = 0.05,
     alpha: float = 0.01,
-    mem_floor_bytes: float = 2**20,
+    mem_floor_bytes: float | None = None,
+    time_floor_s: float | None = None,
     environments: tuple[str, str] | None = None,
 ) -> Comparison:
     """Compare two run folders; see the module docstring for the rules.
 
+    ``time_floor_s`` and ``mem_floor_bytes`` replace the per-device defaults
+    (:data:`TIME_FLOOR_S`, :data:`MEM_FLOOR_BYTES`) for every device; 0 turns a floor off.
     ``environments`` (baseline's, candidate's) compares those two library environments.
     Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged,
-    of another schema version or lacks a named environment, and :class:`ValueError` for
+    of another schema version or lacks a named environment, and :class:`CompareError` for
     impossible thresholds.
     """
-    if not factor > 1.0:
-        raise ValueError(f"factor must be > 1 (got {factor})")
-    if not mem_threshold >= 0.0:
-        raise ValueError(f"mem_threshold must be >= 0 (got {mem_threshold})")
+    if not (math.isfinite(factor) and factor > 1.0):
+        raise CompareError(f"factor must be a finite number > 1 (got {factor})")
+    if not (math.isfinite(mem_threshold) and mem_threshold >= 0.0):
+        raise CompareError(f"mem_threshold must be a finite number >= 0 (got {mem_threshold})")
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
-    if not mem_floor_bytes >= 0.0:
-        raise ValueError(f"mem_floor_bytes must be >= 0 (got {mem_floor_bytes})")
-    rule = _Rule(factor, mem_threshold, alpha, mem_floor_bytes,
+        raise CompareError(f"alpha must be in (0, 1) (got {alpha})")
+    for name, floor in (("mem_floor_bytes", mem_floor_bytes), ("time_floor_s", time_floor_s)):
+        if floor is not None and not (math.isfinite(floor) and floor >= 0.0):
+            raise CompareError(f"{name} must be a finite number >= 0 (got {floor})")
+    time_floors = (dict(TIME_FLOOR_S) if time_floor_s is None
+                   else dict.fromkeys(TIME_FLOOR_S, time_floor_s))
+    mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None
+                  else dict.fromkeys(MEM_FLOOR_BYTES, mem_floor_bytes))
+    rule = _Rule(factor, mem_threshold, alpha, time_floors, mem_floors,
                  same_versions=environments is None)
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
     if environments is not None:
@@ -500,7 +543,8 @@ def compare(
         factor=factor,
         mem_threshold=mem_threshold,
         alpha=alpha,
-        mem_floor_bytes=mem_floor_bytes,
+        time_floors=time_floors,
+        mem_floors=mem_floors,
         warnings=manifest_warnings(base.manifest, cand.manifest),
         environments=environments,
     )
@@ -597,12 +641,19 @@ def _geomean_line(cmp: Comparison) -> str:
             f"comparable time pairs: {total:.3f}× ({per_phase})")
 
 
+def _floors_text(floors: dict[str, float], metric: str, devices: list[str]) -> str:
+    return ", ".join(f"{format_value(floors.get(d, floors.get('cpu', 0.0)), metric)} ({d})"
+                     for d in devices)
+
+
 def _rule_line(cmp: Comparison) -> str:
-    return (f"Rule: time regression = median ratio > {cmp.factor:g} and significant "
+    devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
+    return (f"Rule: time regression = median ratio > {cmp.factor:g}, significant "
             f"(Mann–Whitney p < {cmp.alpha:g} with ≥ {MIN_SAMPLES} samples per side, else "
-            f"non-overlapping 99 % CIs); memory regression = peak > baseline × "
-            f"{1 + cmp.mem_threshold:g} and by ≥ "
-            f"{format_value(cmp.mem_floor_bytes, 'peak_mem_bytes')}.")
+            f"non-overlapping 99 % CIs) and by ≥ "
+            f"{_floors_text(cmp.time_floors, 'time_s', devices)}; memory regression = peak > "
+            f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
+            f"{_floors_text(cmp.mem_floors, 'peak_mem_bytes', devices)}.")
 
 
 def to_markdown(cmp: Comparison) -> str:
@@ -646,7 +697,8 @@ def to_json(cmp: Comparison) -> str:
         "candidate_run_id": cmp.candidate_run_id,
         "environments": list(cmp.environments) if cmp.environments else None,
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
-                 "mem_floor_bytes": cmp.mem_floor_bytes, "min_samples": MIN_SAMPLES},
+                 "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
+                 "min_samples": MIN_SAMPLES},
         "exit_code": cmp.exit_code,
         "verdict": cmp.verdict,
         "geomean_time_ratio": geo if math.isfinite(geo) else None,
@@ -679,6 +731,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     parts.append(Text(cmp.verdict, style=style))
     parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
     parts.append(Text(_geomean_line(cmp)))
+    parts.append(Text(_rule_line(cmp), style="dim"))
     for w in cmp.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     shown = [p for p in cmp.pairs if show_all or p.mark not in {"same", "not_run", "info"}]

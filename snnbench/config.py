@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import tomllib
 
 from snnbench.errors import UserError
 from snnbench.schema import TIMED_PHASES
-from snnbench.spec import NetworkSpec, SpecError
+from snnbench.spec import NetworkSpec, SpecError, shown
 from snnbench.timing import MeasureSettings
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
@@ -66,21 +67,37 @@ class RunSettings:
     wheelhouse: str = ""
 
     def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        # every key is type-checked: a wrong type must be one line now, never a traceback or an
+        # error row halfway through the sweep
+        for name in ("adapters", "phases"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{name} must be a list of names, got {shown(value)}")
+        if not isinstance(self.device, str) or self.device not in DEVICES:
+            raise ConfigError(
+                f"device must be one of {', '.join(DEVICES)}, got {shown(self.device)}"
+            )
         positive_ints = ("repeats", "max_repeats", "verify_time_steps")
         for name in positive_ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"{name} must be a positive integer, got {shown(value)}")
         for name in ("warmup", "threads"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} must be an integer ≥ 0, got {value!r}")
+                raise ConfigError(f"{name} must be an integer ≥ 0, got {shown(value)}")
         for name in ("min_time_s", "warmup_s", "timeout_s", "prepare_timeout_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ConfigError(f"{name} must be a number ≥ 0, got {value!r}")
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or value < 0):
+                raise ConfigError(f"{name} must be a finite number ≥ 0, got {shown(value)}")
+        for name in ("verify", "allow_mismatch", "energy"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ConfigError(f"{name} must be true or false, got {shown(value)}")
+        for name in ("env_cache", "wheelhouse"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"{name} must be a path (text), got {shown(getattr(self, name))}")
         for name in ("timeout_s", "prepare_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
@@ -93,8 +110,9 @@ class RunSettings:
             raise ConfigError(
                 f"phases must be a non-empty subset of {', '.join(TIMED_PHASES)}, got {bad}"
             )
-        if not self.adapters:
-            raise ConfigError("adapters must name at least one adapter (or 'all')")
+        if not self.adapters or not all(a.strip() for a in self.adapters):
+            raise ConfigError("adapters must name at least one adapter (or 'all'), and no "
+                              "empty name")
 
     @property
     def measure_settings(self) -> MeasureSettings:
@@ -160,7 +178,9 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> RunConfig:
         """Validate plain data (parsed TOML or a manifest's config)."""
-        unknown = sorted(set(data) - {"run", "network", "sweep", "environments"})
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: a config must be a table, got {shown(data)}")
+        unknown = sorted(str(k) for k in set(data) - {"run", "network", "sweep", "environments"})
         if unknown:
             raise ConfigError(
                 f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep, "
@@ -211,7 +231,7 @@ def _run_settings(raw: Any, source: str) -> RunSettings:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: [run] must be a table")
     known = {f.name for f in dataclasses.fields(RunSettings)}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(str(k) for k in set(raw) - known)
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) in [run]: {', '.join(unknown)} "
@@ -222,6 +242,9 @@ def _run_settings(raw: Any, source: str) -> RunSettings:
         if key in values:
             if isinstance(values[key], str):
                 values[key] = [values[key]]
+            if not isinstance(values[key], list | tuple):
+                raise ConfigError(f"{source}: {key} must be a list of names, got "
+                                  f"{shown(values[key])}")
             values[key] = tuple(values[key])
     try:
         return RunSettings(**values)
@@ -232,19 +255,26 @@ def _run_settings(raw: Any, source: str) -> RunSettings:
 def _network(raw: Any, source: str) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: [network] must be a table")
-    unknown = sorted(set(raw) - set(SPEC_FIELDS))
+    unknown = sorted(str(k) for k in set(raw) - set(SPEC_FIELDS))
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) in [network]: {', '.join(unknown)} "
             f"(known: {', '.join(SPEC_FIELDS)})"
         )
+    # each value on its own, also one that every [[sweep]] table overrides: it is still
+    # recorded in the manifest, so it must be a valid value of its field
+    for key, value in raw.items():
+        try:
+            NetworkSpec.from_dict({key: value})
+        except SpecError as exc:
+            raise ConfigError(f"{source}: [network] {exc}") from exc
     return dict(raw)
 
 
 def _sweep_table(raw: Any, source: str) -> dict[str, tuple[Any, ...]]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: each [[sweep]] must be a table")
-    unknown = sorted(set(raw) - set(SPEC_FIELDS))
+    unknown = sorted(str(k) for k in set(raw) - set(SPEC_FIELDS))
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) in [[sweep]]: {', '.join(unknown)} "
@@ -288,13 +318,28 @@ def _environments(raw: Any, source: str) -> dict[str, tuple[str, ...]]:
 
 
 def load_config(path: Path) -> RunConfig:
-    """Read and validate a TOML config file."""
+    """Read and validate a TOML config file (UTF-8, not empty)."""
     try:
-        raw = tomllib.loads(path.read_text())
+        data = path.read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+            "TOML files are UTF-8"
+        ) from exc
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    if not raw:
+        # an empty file is a mistake (a truncated copy, the wrong path), never "run everything"
+        raise ConfigError(
+            f"{path}: the config is empty; give at least one of [run], [network], [[sweep]] "
+            "(leave out --config for the default sweep)"
+        )
     return RunConfig.from_dict(raw, source=str(path))

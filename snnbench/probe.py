@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from snnbench.adapter import AdapterUnavailable
+from snnbench.adapter import Adapter, AdapterUnavailable
 from snnbench.registry import get_entry
 
 MARKER = "SNNBENCH-PROBE "
@@ -31,12 +31,38 @@ def probe(name: str) -> dict[str, Any]:
             v: asdict(adapter.capabilities(v)) for v in adapter.variants
         }
         result["version"] = adapter.version()
-        result["available"] = True
+        unusable = _variants_unusable_here(adapter)
+        result["variants_unavailable"] = unusable
+        if unusable and set(unusable) == set(adapter.variants):
+            reasons = list(dict.fromkeys(unusable.values()))
+            result["reason"] = "; ".join(reasons)
+        else:
+            result["available"] = True
     except AdapterUnavailable as exc:
         result["reason"] = str(exc)
     except Exception as exc:  # a probe reports every failure as a reason
         result["reason"] = f"{type(exc).__name__}: {exc}"
     return result
+
+
+def _variants_unusable_here(adapter: Adapter) -> dict[str, str]:
+    """Variants that cannot run on this machine at all, with the reason.
+
+    A variant that runs on the CPU can always run; a CUDA-only one (``torch-cudagraph``,
+    ``fused:cudagraph``, SpikingJelly's CUDA backends) is asked whether it could run on CUDA
+    here, so that ``list`` never calls "available" what a CPU-only torch cannot run.
+    """
+    unusable: dict[str, str] = {}
+    for variant in adapter.variants:
+        devices = adapter.capabilities(variant).devices
+        if "cpu" in devices:
+            continue
+        try:
+            adapter.check_variant(variant, "cuda")
+        except AdapterUnavailable as exc:
+            where = "CUDA" if tuple(devices) == ("cuda",) else ", ".join(devices)
+            unusable[variant] = f"{where} only: {exc}"
+    return unusable
 
 
 def main() -> int:

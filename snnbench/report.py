@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
-from snnbench.rundir import Run, RunDirError, adapter_label, load_run
+from snnbench.rundir import Run, adapter_label, load_run
+from snnbench.storage import atomic_write_bytes, claim_folder
 from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
 
 _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
@@ -389,20 +390,25 @@ th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 """
 
 
+def _written_by_report(path: Path) -> bool:
+    """A file :func:`report` writes (so a folder holding only these is an earlier report)."""
+    return path.is_file() and (path.suffix == ".png" or path.name in ("report.md", "report.html"))
+
+
 def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write plots, ``report.md`` and ``report.html`` for the run in ``run_dir``.
 
     ``out_dir`` defaults to ``<run_dir>/report``. Returns the written paths (PNGs first, then
     the Markdown and the HTML page). Raises :class:`~snnbench.rundir.RunDirError` for a missing,
-    empty or damaged run folder. Runs with one adapter, one neuron count or no ok case still
-    give a report: plots without data are left out and the page says why.
+    empty or damaged run folder, and :class:`~snnbench.storage.StorageError` when ``out_dir``
+    holds files that are not an earlier report (they are never overwritten). Runs with one
+    adapter, one neuron count or no ok case still give a report: plots without data are left
+    out and the page says why.
     """
     run = load_run(run_dir, samples=False)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirError(f"cannot create report folder {out}: {exc}") from exc
+    # an earlier report is refreshed; any other file in the folder is never overwritten
+    claim_folder(out, "--out", _written_by_report)
 
     summary = run.summary
     ok = summary[summary["status"] == "ok"]
@@ -435,8 +441,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out)
     html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals)
     md_path, html_path = out / "report.md", out / "report.html"
-    md_path.write_text(md, encoding="utf-8")
-    html_path.write_text(html_page, encoding="utf-8")
+    atomic_write_bytes(md_path, md.encode("utf-8"))
+    atomic_write_bytes(html_path, html_page.encode("utf-8"))
     return [*written, md_path, html_path]
 
 

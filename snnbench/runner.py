@@ -37,7 +37,7 @@ from snnbench.libenv import (
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR
 from snnbench.spec import NetworkSpec
-from snnbench.storage import RunDir, StorageError
+from snnbench.storage import RunDir, StorageError, WriteError, interrupted_write
 
 
 class SelectionError(UserError, ValueError):
@@ -423,18 +423,18 @@ def start_run(
             raise StorageError("--resume needs --out pointing at the run folder to finish")
         run_dir = RunDir.open_existing(out)
         run_dir.lock()
-        manifest = run_dir.read_manifest()
-        run_id = str(manifest["run_id"])
-        config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
-        device = str(manifest["settings"]["device"])
-        tasks = plan_tasks(config, entries, device)
         try:
+            manifest = run_dir.read_manifest()
+            run_id = str(manifest["run_id"])
+            config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
+            device = str(manifest["settings"]["device"])
+            tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
             if built:  # rebuilt environments may have resolved anew
                 manifest["environments"] = [env.to_dict() for env in built]
                 manifest.pop("schema_version", None)
                 run_dir.write_manifest(manifest)
-        except BaseException:
+        except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
             run_dir.unlock()
             raise
     else:
@@ -450,7 +450,11 @@ def start_run(
         manifest = new_manifest(run_id, config, tasks, device)
         if built:
             manifest["environments"] = [env.to_dict() for env in built]
-        run_dir.write_manifest(manifest)
+        try:
+            run_dir.write_manifest(manifest)
+        except BaseException:  # e.g. a full disk: release (and remove) the lock
+            run_dir.unlock()
+            raise
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
     try:
         jobs = plan_jobs(tasks, config.run, entries)
@@ -462,6 +466,12 @@ def start_run(
         manifest["finished_utc"] = now_utc()
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
+    except (WriteError, OSError) as exc:
+        # a full disk, a quota, a folder gone read-only: the records written so far are whole
+        raise interrupted_write(exc, run_dir.path) from exc
+    except KeyboardInterrupt as exc:
+        exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # for the CLI's resume hint
+        raise
     finally:
         run_dir.unlock()
         executor.close()

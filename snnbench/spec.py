@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -41,6 +43,18 @@ INPUT_KINDS: tuple[str, ...] = get_args(InputKind)
 MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
 
 FloatArray = npt.NDArray[np.float32]
+#: the spec's real-valued fields: finite numbers, stored as float
+FLOAT_FIELDS: tuple[str, ...] = ("beta", "threshold", "surrogate_slope", "input_std", "input_rate")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for one-line error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class SpecError(UserError, ValueError):
@@ -73,10 +87,14 @@ class NetworkSpec:
     matmul_precision: MatmulPrecision = "strict"
 
     def __post_init__(self) -> None:
+        # every field is type-checked here, not where it is used: a config value of the wrong
+        # type or a NaN must stop the sweep before it starts, not turn every case into an error
         for name in ("neurons", "batch_size", "time_steps", "layers"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise SpecError(f"{name} must be a positive integer, got {value!r}")
+            if not _is_int(value) or value <= 0:
+                raise SpecError(f"{name} must be a positive integer, got {shown(value)}")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise SpecError(f"seed must be an integer ≥ 0, got {shown(self.seed)}")
         choices: dict[str, tuple[str, ...]] = {
             "dtype": DTYPES,
             "reset": RESET_MODES,
@@ -85,10 +103,21 @@ class NetworkSpec:
             "matmul_precision": MATMUL_PRECISIONS,
         }
         for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise SpecError(
-                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
-                )
+            value = getattr(self, name)
+            if not isinstance(value, str) or value not in allowed:
+                raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {shown(value)}")
+        for name in ("detach_reset", "bias"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise SpecError(f"{name} must be true or false, got {shown(value)}")
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise SpecError(f"{name} must be a number, got {shown(value)}")
+            if not math.isfinite(value):
+                raise SpecError(f"{name} must be a finite number, got {shown(value)}")
+            # 1 and 1.0 are the same network: one type, so that equal specs hash equally
+            object.__setattr__(self, name, float(value))
         if not 0.0 <= self.beta <= 1.0:
             raise SpecError(f"beta must be in [0, 1], got {self.beta!r}")
         if self.threshold <= 0:
@@ -110,10 +139,12 @@ class NetworkSpec:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NetworkSpec:
+    def from_dict(cls, data: Mapping[str, Any]) -> NetworkSpec:
         """Build a spec; unknown keys raise :class:`SpecError` (a typo is never ignored)."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"a network spec must be a table of fields, got {shown(data)}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(str(k) for k in set(data) - known)
         if unknown:
             raise SpecError(f"unknown network field(s): {', '.join(unknown)}")
         return cls(**data)

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -46,19 +46,71 @@ class StorageError(UserError):
     """A run folder cannot be used (unwritable, busy, damaged); one clear line."""
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+class WriteError(StorageError):
+    """A file could not be written (a full disk, a quota, a read-only folder...).
+
+    ``path`` is the file; the message names it and the cause. Whatever was written before
+    stays whole: every write goes through a temporary file and a rename.
+    """
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        self.path = path
+        self.cause = os_reason(exc)
+        super().__init__(f"cannot write {path}: {self.cause}")
+
+
+def interrupted_write(exc: OSError | WriteError, run_folder: Path) -> StorageError:
+    """The one line for a sweep stopped by a failed write: what, why, and how to finish."""
+    if isinstance(exc, WriteError):
+        what = f"{exc.path}: {exc.cause}"
+    else:
+        what = f"{exc.filename or run_folder}: {os_reason(exc)}"
+    return StorageError(
+        f"cannot write {what}; the cases finished so far are kept: free space (or fix the "
+        f"folder), then finish with 'snnbench run --resume --out {run_folder}'"
+    )
+
+
+def os_reason(exc: OSError) -> str:
+    """The cause of an OSError in a few words (``No space left on device``)."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    # pyarrow raises OSError with no errno and the cause in the text
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file under the current umask (0o644 under umask 022).
+
+    ``mkstemp`` creates 0600 files; results and logs must share one convention, the umask's.
+    """
+    # os.umask can only be read by setting it: set it back at once
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _temporary(path: Path) -> str:
+    """A new temporary file beside ``path`` with the umask's mode; returns its name."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        os.fchmod(fd, file_mode())
+    finally:
+        os.close(fd)
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
+
+    An OSError (full disk...) raises :class:`WriteError`; ``path`` keeps its old content and
+    no temporary file is left behind.
+    """
+    with _atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -79,15 +131,54 @@ def _clean_json(obj: Any) -> Any:
 
 @contextlib.contextmanager
 def _atomic_path(path: Path) -> Iterator[Path]:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    """A temporary path to write; renamed over ``path`` when the block ends without error."""
+    tmp: str | None = None
     try:
+        tmp = _temporary(path)
         yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise WriteError(path, exc) from exc
         raise
+
+
+def claim_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
+    """Make ``path`` an output folder, refusing one that holds anything ``may_hold`` rejects.
+
+    The rule for every output folder: new, empty, or holding only what this command writes
+    there itself (an earlier report, earlier dumps). Nothing else in it is ever overwritten;
+    a refusal touches nothing.
+    """
+    check_folder(path, flag, may_hold)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create output folder {path} ({flag}): {os_reason(exc)}"
+        ) from exc
+    if not os.access(path, os.W_OK):
+        raise StorageError(f"output folder {path} ({flag}) is not writable")
+
+
+def check_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
+    """The refusals of :func:`claim_folder`, without creating anything."""
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise StorageError(f"{flag} {path} exists and is not a folder")
+        try:
+            foreign = sorted(p.name for p in path.iterdir() if not may_hold(p))
+        except OSError as exc:
+            raise StorageError(f"cannot read {flag} folder {path}: {os_reason(exc)}") from exc
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise StorageError(
+                f"{flag} {path} is not empty ({shown}): choose a new or empty folder; "
+                "nothing in it was touched"
+            )
 
 
 def read_json(path: Path) -> Any:
@@ -98,6 +189,11 @@ def read_json(path: Path) -> Any:
         raise StorageError(f"missing {path}") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"cannot read {path}: damaged or not JSON ({exc})") from exc
+
+
+def _may_hold_new_run(path: Path) -> bool:
+    # an empty cases/ is what a run leaves when it stopped before writing its manifest
+    return path.name == CASES_DIR and path.is_dir() and not any(path.iterdir())
 
 
 @dataclass
@@ -118,22 +214,25 @@ class RunDir:
     # -- creation and locking -------------------------------------------------------------
     @staticmethod
     def check_new(path: Path) -> None:
-        """Refuse a folder that already holds a run (before any slow preparation)."""
-        if (path / MANIFEST_FILE).exists() or (path / CASES_DIR).exists():
+        """Refuse, touching nothing, a folder that cannot become a new run folder: one that
+        already holds a run (pointing at ``--resume``) or any other non-empty folder (with
+        ``--out /`` the results would land among system files). Called before any slow
+        preparation, and again by :meth:`create`."""
+        if (path / MANIFEST_FILE).exists():
             raise StorageError(
                 f"{path} already holds a run: use --resume to finish it, or choose another --out"
             )
+        check_folder(path, "--out", _may_hold_new_run)
 
     @classmethod
     def create(cls, path: Path) -> RunDir:
-        """Prepare a new run folder; refuse one that already holds a run or cannot be written."""
+        """Prepare a new run folder: ``path`` must be new or empty, never a folder with files."""
         cls.check_new(path)
+        claim_folder(path, "--out", _may_hold_new_run)
         try:
-            (path / CASES_DIR).mkdir(parents=True, exist_ok=True)
+            (path / CASES_DIR).mkdir(exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create output folder {path}: {exc.strerror}") from exc
-        if not os.access(path, os.W_OK):
-            raise StorageError(f"output folder {path} is not writable")
+            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
         return cls(path)
 
     @classmethod
@@ -145,36 +244,62 @@ class RunDir:
             raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
         if not os.access(path, os.W_OK):
             raise StorageError(f"output folder {path} is not writable")
-        (path / CASES_DIR).mkdir(exist_ok=True)
+        try:
+            (path / CASES_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
         return cls(path)
 
     def lock(self) -> None:
-        """Hold an exclusive lock for this process; another live run on the folder is refused."""
-        try:
-            handle = open(self.path / LOCK_FILE, "a+")  # noqa: SIM115 - held until unlock()
-        except OSError as exc:
-            raise StorageError(f"cannot write to {self.path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
+        """Hold an exclusive lock for this process; another live run on the folder is refused.
+
+        The lock file is removed by :meth:`unlock`. A process that opened it just before
+        that removal would lock an unlinked file, so the lock counts only when the locked
+        file is still the one at the path (else it is retried on the new file).
+        """
+        path = self.path / LOCK_FILE
+        for _ in range(10):
+            try:
+                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
+            except OSError as exc:
+                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise StorageError(
+                        f"{self.path} is in use by another live run ({holder}); wait for it or "
+                        "choose another --out"
+                    ) from exc
+                raise StorageError(f"cannot lock {self.path}: {os_reason(exc)}") from exc
+            try:
+                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             handle.close()
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise StorageError(
-                    f"{self.path} is in use by another live run ({holder}); wait for it or "
-                    "choose another --out"
-                ) from exc
-            raise StorageError(f"cannot lock {self.path}: {exc.strerror}") from exc
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
+        else:
+            raise StorageError(f"cannot lock {self.path}: its lock file keeps changing")
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}\n")
+            handle.flush()
+        except OSError as exc:
+            handle.close()
+            raise WriteError(path, exc) from exc
         self._lock_handle = handle
 
     def unlock(self) -> None:
-        """Release the lock (also released by the OS if the process dies)."""
+        """Release the lock and remove the lock file (the OS releases it if the process dies)."""
         if self._lock_handle is not None:
+            # removed while still held, so no other run can lock the file and then lose it
+            with contextlib.suppress(OSError):
+                os.unlink(self.path / LOCK_FILE)
             fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
             self._lock_handle.close()
             self._lock_handle = None
@@ -192,6 +317,14 @@ class RunDir:
                 f"{self.manifest_path} has schema version {data.get('schema_version')!r}; "
                 f"this snnbench reads version {SCHEMA_VERSION}"
             )
+        # what --resume reads back: checked here so that a damaged manifest is one line
+        settings = data.get("settings")
+        if not isinstance(data.get("run_id"), str) or not data["run_id"]:
+            raise StorageError(f"{self.manifest_path} is damaged: no run_id")
+        if not isinstance(data.get("config"), dict):
+            raise StorageError(f"{self.manifest_path} is damaged: no config table")
+        if not isinstance(settings, dict) or settings.get("device") not in ("cpu", "cuda"):
+            raise StorageError(f"{self.manifest_path} is damaged: no settings.device (cpu or cuda)")
         return data
 
     def write_case(self, record: CaseRecord) -> None:

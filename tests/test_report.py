@@ -243,7 +243,7 @@ def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
         if status == "ok":
             rec["samples"] = {
                 phase: {
-                    "time_s": list(scale * share * rng.normal(1e-3, 1e-5, 12)),
+                    "time_s": list(scale * share * rng.normal(0.1, 1e-3, 12)),  # 100 ms: past the CPU floor
                     "peak_mem_bytes": [4e6],
                 }
                 for phase, share in (("forward", 0.4), ("backward", 0.6), ("step", 1.0))

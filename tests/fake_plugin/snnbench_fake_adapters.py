@@ -90,12 +90,14 @@ class LibAdapter(_Base):
 
 
 class SleepAdapter(_Base):
-    """Known cost: forward sleeps 20 ms, backward 30 ms."""
+    """Known cost: forward sleeps 20 ms, backward 30 ms, both times SNNBENCH_FAKE_SLEEP_SCALE
+    (default 1: a true slow-down for the regression gate's tests)."""
 
     name = "fake-sleep"
 
     def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
-        return NumpyModel(data, sleep_fwd=0.02, sleep_bwd=0.03)
+        scale = float(os.environ.get("SNNBENCH_FAKE_SLEEP_SCALE", "1"))
+        return NumpyModel(data, sleep_fwd=0.02 * scale, sleep_bwd=0.03 * scale)
 
 
 class RaisesAdapter(_Base):
