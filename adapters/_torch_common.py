@@ -151,6 +151,7 @@ LifStep = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tenso
 #: one layer's neurons over all time steps: (T, B, n) currents -> (T, B, n) spikes
 TimeLoop = Callable[[torch.Tensor], torch.Tensor]
 
+
 def eager_time_loop(step: LifStep) -> TimeLoop:
     """``step`` applied to each time step in a Python loop, from a zero membrane."""
 
@@ -172,9 +173,10 @@ def compiled_time_loop(step: LifStep, chunk: int) -> TimeLoop:
 
     Dynamo unrolls a Python loop, so compiling all T steps at once costs time proportional to
     T (minutes at T=500). Compiling one chunk bounds it by ``chunk`` whatever T is, while
-    Inductor still fuses the element-wise work of ``chunk`` steps into a few kernels, so the
-    per-call overhead (guards, the compiled autograd node, kernel launches) is paid T/chunk
-    times rather than T times. ``chunk=1`` compiles the per-step function alone.
+    Inductor still fuses the element-wise work of ``chunk`` steps (into one forward and one
+    backward kernel for the canonical LIF step), so the per-call overhead (guards, the compiled
+    autograd node, kernel launches) is paid T/chunk times rather than T times. ``chunk=1``
+    compiles the per-step function alone.
 
     At most two graphs are compiled: one for the full chunks and one for a shorter last chunk
     when ``chunk`` does not divide T (``dynamic=False``: each length gets its own static graph
