@@ -144,6 +144,71 @@ class TorchModel(Model):
         return grad_w, grad_b
 
 
+# -- the loop over time steps: eager, or compiled in chunks ----------------------------------------
+
+#: one LIF time step: (membrane after the previous step, input current) -> (membrane, spikes)
+LifStep = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+#: one layer's neurons over all time steps: (T, B, n) currents -> (T, B, n) spikes
+TimeLoop = Callable[[torch.Tensor], torch.Tensor]
+
+
+def eager_time_loop(step: LifStep) -> TimeLoop:
+    """``step`` applied to each time step in a Python loop, from a zero membrane."""
+
+    def loop(x: torch.Tensor) -> torch.Tensor:
+        v = torch.zeros_like(x[0])
+        out = []
+        # unbind: indexing x[t] in the loop would make autograd keep T full-size select grads
+        for x_t in x.unbind(0):
+            v, s = step(v, x_t)
+            out.append(s)
+        return torch.stack(out)
+
+    return loop
+
+
+def compiled_time_loop(step: LifStep, chunk: int) -> TimeLoop:
+    """``step`` over T time steps: ``torch.compile`` of ``chunk`` consecutive steps, called
+    from a Python loop over the ``ceil(T / chunk)`` chunks, the membrane carried between calls.
+
+    Dynamo unrolls a Python loop, so compiling all T steps at once costs time proportional to
+    T (minutes at T=500). Compiling one chunk bounds it by ``chunk`` whatever T is, while
+    Inductor still fuses the element-wise work of ``chunk`` steps (into one forward and one
+    backward kernel for the canonical LIF step), so the per-call overhead (guards, the compiled
+    autograd node, kernel launches) is paid T/chunk times rather than T times. ``chunk=1``
+    compiles the per-step function alone.
+
+    At most two graphs are compiled: one for the full chunks and one for a shorter last chunk
+    when ``chunk`` does not divide T (``dynamic=False``: each length gets its own static graph
+    rather than a dynamic-shape one). ``fullgraph=True`` turns any graph break into an error
+    instead of a silent fall-back to eager code. The initial membrane requires grad whenever
+    the input does, so that the first chunk sees the same input metadata as the following
+    ones (dynamo guards on ``requires_grad``; otherwise the first chunk compiles a graph of
+    its own); its gradient is computed and dropped.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+
+    def run_chunk(v: torch.Tensor, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = []
+        for x_t in xs.unbind(0):
+            v, s = step(v, x_t)
+            out.append(s)
+        return v, torch.stack(out)
+
+    compiled = torch.compile(run_chunk, fullgraph=True, dynamic=False)
+
+    def loop(x: torch.Tensor) -> torch.Tensor:
+        v = torch.zeros_like(x[0], requires_grad=x.requires_grad)
+        outs = []
+        for xs in torch.split(x, chunk):
+            v, s = compiled(v, xs)
+            outs.append(s)
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+    return loop
+
+
 # -- helpers for libraries parametrised by a time constant or a (v, threshold) surrogate ------
 
 

@@ -7,35 +7,53 @@ Python loop over T with eager element-wise ops in the canonical order.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, Capabilities, Model
 from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
 
-
-def build_reference_network(spec: NetworkSpec, data: CaseData, device: str) -> tuple[Any, Any]:
-    """(network, linears): a callable (T, B, n) input → (T, B, n) last-layer spikes."""
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
 
-    from snnbench.adapters._torch_common import make_linears, make_spike_fn
+    from snnbench.adapters._torch_common import LifStep, TimeLoop
 
-    linears = make_linears(spec, data, device)
+
+def make_lif_step(spec: NetworkSpec) -> LifStep:
+    """The canonical LIF time step ``(v, x_t) -> (v, s)`` in the canonical op order."""
+    from snnbench.adapters._torch_common import make_spike_fn
+
     spike_fn = make_spike_fn(spec)
     beta, theta = float(spec.beta), float(spec.threshold)
     subtract = spec.reset == "subtract"
     detach = spec.detach_reset
 
-    def lif(x: torch.Tensor) -> torch.Tensor:
-        v = torch.zeros_like(x[0])
-        out = []
-        # unbind: indexing x[t] in the loop would make autograd keep T full-size select grads
-        for x_t in x.unbind(0):
-            v = beta * v + x_t
-            s = spike_fn(v - theta)
-            r = s.detach() if detach else s
-            v = v - theta * r if subtract else v * (1.0 - r)
-            out.append(s)
-        return torch.stack(out)
+    def step(v: torch.Tensor, x_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v = beta * v + x_t
+        s = spike_fn(v - theta)
+        r = s.detach() if detach else s
+        v = v - theta * r if subtract else v * (1.0 - r)
+        return v, s
+
+    return step
+
+
+def build_reference_network(
+    spec: NetworkSpec,
+    data: CaseData,
+    device: str,
+    time_loop: Callable[[LifStep], TimeLoop] | None = None,
+) -> tuple[Any, Any]:
+    """(network, linears): a callable (T, B, n) input → (T, B, n) last-layer spikes.
+
+    ``time_loop(step)`` runs :func:`make_lif_step`'s step over the T steps of a layer; the
+    default is the eager Python loop (:func:`~snnbench.adapters._torch_common.eager_time_loop`).
+    Every layer shares one loop (the step is the same), so a compiled loop compiles once.
+    """
+    from snnbench.adapters._torch_common import eager_time_loop, make_linears
+
+    linears = make_linears(spec, data, device)
+    lif = (time_loop or eager_time_loop)(make_lif_step(spec))
 
     def network(inp: torch.Tensor) -> torch.Tensor:
         h = inp

@@ -1,11 +1,34 @@
 """``torch-compile`` and ``torch-cudagraph``: the plain PyTorch reference network, sped up by
 PyTorch's own tools, so their gain over ``torch`` is measured on the identical computation.
 
-* ``torch-compile``: ``torch.compile`` (Inductor, default mode) of the whole reference network.
-  Dynamo unrolls the Python loop over T, so compilation grows with T (on a 2-core CPU about 4 s
-  at T=10 and 20 s at T=50); it happens lazily, on the first call, and is reported as the
-  harness's first-call time, not as a timed sample. The worker runs with Inductor's on-disk
-  caches off (``COLD_COMPILE_ENV``), so that time is a cold compile on every run.
+* ``torch-compile``: ``torch.compile`` (Inductor, default mode) of the reference's LIF time step,
+  in chunks of :data:`COMPILE_CHUNK_STEPS` steps (``_torch_common.compiled_time_loop``): one
+  compiled graph runs 25 consecutive steps, and a Python loop calls it ``ceil(T/25)`` times
+  with the membrane carried. The Linear layers' GEMMs run eagerly, one per layer for all T
+  steps as in ``torch``; inside a compiled graph Inductor would call the same BLAS routine.
+
+  Why chunks (measured on the 2-core CPU at n=512, T=500, B=16, one thread; the table is in
+  docs/adapters-torchlibs.md): compiling the whole network, as this adapter first did, makes
+  Dynamo unroll the loop over T, and compilation grows with T (21 s at T=50, 39 s at T=100,
+  over 15 min at T=500 on the loaded CPU; on an H100 box it had not finished after 200 s).
+  Compiling the step function alone takes 3–5 s whatever T is, but each of the 2·T calls of a
+  training step (forward, and backward through one compiled autograd node per step) pays
+  dynamo's guards, the AOT-autograd wrappers and a kernel launch: it gains ~8 % over eager on
+  the CPU, and on a GPU, where the eager loop is already bound by per-op launch overhead, it
+  would stay launch-bound. A chunk of K steps compiles in time proportional to K, not T, and
+  Inductor fuses its K steps into one forward and one backward kernel, so the per-call costs
+  are paid 2·T/K times: from K=10 on, the CPU step time is the whole-network compile's (the
+  GEMMs dominate, ~110 ms against ~160 ms eager), and K=25 compiles in 11–15 s on the CPU while
+  leaving a GPU 40 compiled calls per training step at T=500.
+  ``torch._higher_order_ops.scan`` (compile one step, loop inside the compiled code) would be
+  the natural tool, but in torch 2.13 Inductor fails on it (``DataDependentOutputException:
+  aten._local_scalar_dense``, pytorch/pytorch#153437), even without autograd. CUDA graphs
+  (``mode="reduce-overhead"``) of the chunk are not used: with 20 chunk calls alive until the
+  backward, CUDA-graph trees would record one graph per call position, a path never run here.
+
+  Compilation happens lazily, on the first call, and is reported as the harness's first-call
+  time, not as a timed sample. The worker runs with Inductor's on-disk caches off
+  (``COLD_COMPILE_ENV``), so that time is a cold compile on every run.
 * ``torch-cudagraph``: the reference's forward and backward captured as two CUDA graphs with
   ``torch.cuda.make_graphed_callables`` (warm-up on a side stream, static input, outputs and
   gradient buffers; the input of a case never changes, so replays copy nothing). Every timed
@@ -25,6 +48,9 @@ COLD_COMPILE_ENV: dict[str, str] = {
     "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
 }
 
+#: time steps per compiled chunk in ``torch-compile`` and ``norse-compile`` (see above)
+COMPILE_CHUNK_STEPS = 25
+
 
 class TorchCompileAdapter(Adapter):
     """``torch.compile`` of :func:`~snnbench.adapters.torch_ref.build_reference_network`."""
@@ -32,7 +58,12 @@ class TorchCompileAdapter(Adapter):
     name = "torch-compile"
     library = "torch"
     framework = "torch"
-    description = "torch.compile of the plain PyTorch loop (compile time in first call)"
+    description = (
+        f"torch.compile of the plain PyTorch loop, {COMPILE_CHUNK_STEPS}-step compiled chunks "
+        "(compile time in first call)"
+    )
+    #: time steps per compiled chunk (tests set a smaller one to cross chunk boundaries cheaply)
+    chunk_steps: int = COMPILE_CHUNK_STEPS
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
@@ -50,15 +81,17 @@ class TorchCompileAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 
-        from snnbench.adapters._torch_common import TorchModel, input_tensor
+        from snnbench.adapters._torch_common import TorchModel, compiled_time_loop, input_tensor
         from snnbench.adapters.torch_ref import build_reference_network
 
-        network, linears = build_reference_network(spec, data, device)
         # A fresh dynamo cache: every build compiles (its cost is the first call's), and no
         # earlier build's guards count towards the recompile limit (past it dynamo runs eager).
         torch._dynamo.reset()
-        compiled = torch.compile(network)
-        return TorchModel(compiled, linears, input_tensor(spec, data, device), device)
+        chunk = self.chunk_steps
+        network, linears = build_reference_network(
+            spec, data, device, lambda step: compiled_time_loop(step, chunk)
+        )
+        return TorchModel(network, linears, input_tensor(spec, data, device), device)
 
 
 class TorchCudaGraphAdapter(Adapter):

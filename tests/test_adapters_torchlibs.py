@@ -107,7 +107,7 @@ def test_spikingjelly_other_settings_match(changes: dict[str, Any]) -> None:
     _exact(_available(SpikingJellyAdapter()), SMALL.replace(**changes), "torch")
 
 
-# -- torch.compile: one small case each (compilation dominates) ----------------------------------
+# -- torch.compile: the original small cases (T=10: one chunk) ------------------------------------
 @pytest.mark.slow
 def test_torch_compile_matches_reference() -> None:
     adapter = _available(TorchCompileAdapter())
@@ -124,6 +124,102 @@ def test_norse_compile_matches_reference() -> None:
         surrogate_slope=1.0,
     )
     _exact(adapter, spec)
+
+
+# -- torch.compile, in chunks of time steps ------------------------------------------------------
+# The compiled adapters run T steps as ceil(T / chunk) calls of one compiled chunk, the membrane
+# carried between calls. With chunks of 4 and T=11 the membrane crosses two chunk boundaries and
+# the shorter last chunk (3 steps) has a graph of its own: every piece a chunked loop can get
+# wrong, at a compile cost of seconds. The cases above run the shipped chunk size (one chunk).
+def _chunked(adapter: Adapter, chunk: int) -> Adapter:
+    adapter = _available(adapter)
+    adapter.check_variant("default", "cpu")  # a C++ compiler is needed; gcc is here
+    adapter.chunk_steps = chunk  # type: ignore[attr-defined]
+    return adapter
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("detach", [True, False])
+def test_torch_compile_matches_reference_across_chunks(reset: str, detach: bool) -> None:
+    spec = NetworkSpec(
+        neurons=32, batch_size=2, time_steps=11, seed=2, reset=reset,  # type: ignore[arg-type]
+        detach_reset=detach,
+    )
+    _exact(_chunked(TorchCompileAdapter(), 4), spec)
+
+
+@pytest.mark.slow
+def test_torch_compile_two_layers_bernoulli_across_chunks() -> None:
+    # both layers share one compiled chunk; a layer must never see the other's membrane
+    spec = NetworkSpec(
+        neurons=32, batch_size=2, time_steps=9, layers=2, seed=4, input_kind="bernoulli",
+        input_rate=0.3, beta=0.75, threshold=0.5, surrogate="atan", surrogate_slope=2.0,
+    )
+    _exact(_chunked(TorchCompileAdapter(), 4), spec)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_norse_compile_matches_reference_across_chunks(reset: str) -> None:
+    spec = NetworkSpec(
+        neurons=32, batch_size=2, time_steps=11, seed=2, reset=reset,  # type: ignore[arg-type]
+        detach_reset=False, surrogate="sigmoid", surrogate_slope=4.0,
+    )
+    _exact(_chunked(NorseCompileAdapter(), 4), spec)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("make", "reset", "detach"),
+    [
+        (TorchCompileAdapter, "subtract", True),
+        (NorseCompileAdapter, "zero", False),
+    ],
+)
+def test_compiled_chunks_carry_the_membrane(make: type[Adapter], reset: str, detach: bool) -> None:
+    # TIE_INPUTS in chunks of 3: neuron 0 reaches 0.9375 at t=2, in the first chunk, and spikes
+    # at t=3 (0.875 * 0.9375 + 0.5 = 1.3203125) only if the second chunk starts from it.
+    spec = NetworkSpec(
+        neurons=2, batch_size=1, time_steps=4, reset=reset,  # type: ignore[arg-type]
+        detach_reset=detach,
+    )
+    model = _chunked(make(), 3).build(spec, _identity_case(spec, TIE_INPUTS), "cpu", "default")
+    spikes = model.spikes(model.forward())
+    model.close()
+    np.testing.assert_array_equal(spikes[:, 0, 0], [1.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(spikes[:, 0, 1], [0.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("steps", "graphs"), [(7, 2), (6, 1), (2, 1)])
+def test_compiled_time_loop_compiles_at_most_two_graphs(steps: int, graphs: int) -> None:
+    # one graph for the full chunks, one for a shorter last chunk; the first chunk must not get
+    # a graph of its own (its initial membrane requires grad like every later one)
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.utils import counters
+
+    from snnbench.adapters._torch_common import compiled_time_loop, eager_time_loop
+
+    def step(v: Any, x_t: Any) -> tuple[Any, Any]:
+        v = 0.5 * v + x_t
+        return v, v * 2.0
+
+    torch._dynamo.reset()
+    counters.clear()
+    x = torch.randn(steps, 2, 3, requires_grad=True)
+    out = compiled_time_loop(step, 3)(x * 1.0)
+    out.sum().backward()
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert x.grad is not None
+    got = x.grad.clone()
+    x.grad = None
+    expected = eager_time_loop(step)(x * 1.0)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(got, x.grad)
+    with pytest.raises(ValueError, match="chunk"):
+        compiled_time_loop(step, 0)
 
 
 # -- hand-computed spike trains and threshold ties -----------------------------------------------
