@@ -29,9 +29,8 @@ from rich.progress import (
 from rich.table import Table
 
 from snnbench import __version__
-from snnbench.config import ConfigError, RunConfig, load_config
+from snnbench.config import RunConfig, load_config
 from snnbench.registry import discover
-from snnbench.spec import SpecError
 
 app = typer.Typer(
     name="snnbench",
@@ -42,6 +41,7 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+EXEC_PANEL = "Executors (where cases run)"
 
 def _builtin_configs() -> tuple[str, ...]:
     """Names of the configs shipped as package data (``configs/*.toml``)."""
@@ -199,11 +199,59 @@ def run(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
+    executor: Annotated[str | None, typer.Option(
+        help="Where cases run: local (this machine, default), slurm (one array job, through "
+        "submitit) or ray.", rich_help_panel=EXEC_PANEL)] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="local: N CPU cases side by side, each on its own cores with its share of the "
+        "threads. Off by default: side-by-side timings are not comparable with one case at a "
+        "time (every row records its concurrency).", rich_help_panel=EXEC_PANEL)] = None,
+    gpus: Annotated[str | None, typer.Option(
+        help="local: GPUs to use, one case per GPU at a time (NVML indices or UUIDs, e.g. "
+        "0,1); each case is pinned by UUID.", rich_help_panel=EXEC_PANEL)] = None,
+    bind_cpus: Annotated[bool | None, typer.Option(
+        "--bind-cpus/--no-bind-cpus",
+        help="local --gpus: pin each case to the CPUs nearest its GPU.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    partition: Annotated[str | None, typer.Option(
+        help="slurm: partition.", rich_help_panel=EXEC_PANEL)] = None,
+    account: Annotated[str | None, typer.Option(
+        help="slurm: account.", rich_help_panel=EXEC_PANEL)] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        help="slurm: GPUs per array task (CUDA sweeps; default 1).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    timeout_min: Annotated[int | None, typer.Option(
+        help="slurm: time limit of one array task, in minutes.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    array_parallelism: Annotated[int | None, typer.Option(
+        help="slurm: array tasks running at once.", rich_help_panel=EXEC_PANEL)] = None,
+    cases_per_task: Annotated[int | None, typer.Option(
+        help="slurm: cases packed into one array task (run one after another).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    setup: Annotated[list[str] | None, typer.Option(
+        help="slurm: a shell line run before each array task (module load, activating an "
+        "environment); repeatable.", rich_help_panel=EXEC_PANEL)] = None,
+    image: Annotated[str | None, typer.Option(
+        help="slurm: an Apptainer image; each case runs in 'apptainer exec --nv IMAGE'.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    slurm_cluster: Annotated[str | None, typer.Option(
+        help="slurm: 'slurm', or 'local' for submitit's local cluster on this machine (a "
+        "rehearsal without Slurm; never for GPU concurrency).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="ray: the cluster's address (default $RAY_ADDRESS, else a new local instance).",
+        rich_help_panel=EXEC_PANEL)] = None,
 ) -> None:
-    """Run a benchmark sweep: one isolated worker process per adapter × case."""
+    """Run a benchmark sweep: one isolated worker process per adapter × case.
+
+    SIGINT (Ctrl-C) or SIGTERM stops it: finished cases are kept, running workers are killed
+    and 'snnbench run --resume --out DIR' finishes it, with any executor.
+    """
     from snnbench.contract import CaseRecord, Job
-    from snnbench.runner import SelectionError, start_run
-    from snnbench.storage import StorageError
+    from snnbench.errors import UserError
+    from snnbench.executors import ExecutorSettings
+    from snnbench.lifeline import Terminated, terminate_as_interrupt
+    from snnbench.runner import start_run
 
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
@@ -227,10 +275,29 @@ def run(
     if detach_reset is not None:
         network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
-        fail("--resume finishes a run with its recorded settings: give only --out")
+        fail("--resume finishes a run with its recorded settings: give only --out (and, if "
+             "you like, executor options)")
+    exec_overrides: dict[str, Any] = {}
+    for key, option in (("name", executor), ("jobs", jobs), ("bind_cpus", bind_cpus),
+                        ("slurm.partition", partition), ("slurm.account", account),
+                        ("slurm.gpus_per_node", gpus_per_node),
+                        ("slurm.timeout_min", timeout_min),
+                        ("slurm.array_parallelism", array_parallelism),
+                        ("slurm.cases_per_task", cases_per_task), ("slurm.image", image),
+                        ("slurm.cluster", slurm_cluster), ("ray.address", ray_address)):
+        if option is not None:
+            exec_overrides[key] = option
+    if gpus is not None:
+        exec_overrides["gpus"] = tuple(_split(gpus))
+    if setup:
+        exec_overrides["slurm.setup"] = tuple(setup)
     try:
         cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
-    except (ConfigError, SpecError) as exc:
+        executor_settings = None
+        if exec_overrides or not resume:
+            base = ExecutorSettings() if resume else cfg.executor
+            executor_settings = base.with_overrides(exec_overrides)
+    except UserError as exc:
         fail(str(exc))
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -257,15 +324,20 @@ def run(
                 )
 
         try:
-            outcome = start_run(cfg, out, Path("results"), resume, on_progress)
-        except (ConfigError, SpecError, SelectionError, StorageError) as exc:
+            with terminate_as_interrupt():
+                outcome = start_run(cfg, out, Path("results"), resume, on_progress,
+                                    executor_settings=executor_settings)
+        except UserError as exc:
             fail(str(exc))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            code, what = ((exc.exit_code, f"stopped by {exc}") if isinstance(exc, Terminated)
+                          else (130, "interrupted"))
             where = f" --out {out}" if out else ""
             err_console.print(
-                f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'"
+                f"{what}: finished cases are kept, running workers were stopped; finish with "
+                f"'snnbench run --resume{where}'"
             )
-            raise typer.Exit(130) from None
+            raise typer.Exit(code) from None
     _print_run(outcome.run_dir, "text")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
@@ -360,6 +432,25 @@ def show(
         _print_run(run_dir, format)
     except StorageError as exc:
         fail(str(exc))
+
+
+@app.command()
+def merge(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<run_id>).")],
+) -> None:
+    """Rebuild a run's tables and host list from its case records.
+
+    For a folder that cluster tasks kept writing into after 'snnbench run' stopped, or that
+    was assembled from several machines; 'run' does this by itself as cases finish.
+    """
+    from snnbench.errors import UserError
+    from snnbench.runner import merge_run
+
+    try:
+        count = merge_run(run_dir)
+    except UserError as exc:
+        fail(str(exc))
+    console.print(f"merged {count} case records into {run_dir}")
 
 
 @app.command()

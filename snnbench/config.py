@@ -6,6 +6,7 @@ A config has three parts::
     [network]    # NetworkSpec fields shared by every case (scalars)
     [[sweep]]    # zero or more tables; each key is a NetworkSpec field with a list of values,
                  # and the cases are the union over tables of each table's cartesian product
+    [executor]   # optional: where the cases run (snnbench.executors.settings)
 
 Unknown keys anywhere are errors: a typo must never silently fall back to a default.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import tomllib
 
 from snnbench.errors import UserError
+from snnbench.executors.settings import ExecutorSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError
 from snnbench.timing import MeasureSettings
@@ -114,6 +116,7 @@ class RunConfig:
     run: RunSettings = field(default_factory=RunSettings)
     network: Mapping[str, Any] = field(default_factory=dict)
     sweeps: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
 
     def cases(self) -> list[NetworkSpec]:
         """Every distinct case, in sweep order (duplicates across tables are dropped)."""
@@ -144,15 +147,17 @@ class RunConfig:
             "run": run,
             "network": dict(self.network),
             "sweep": [{k: list(v) for k, v in table.items()} for table in self.sweeps],
+            "executor": self.executor.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> RunConfig:
         """Validate plain data (parsed TOML or a manifest's config)."""
-        unknown = sorted(set(data) - {"run", "network", "sweep"})
+        unknown = sorted(set(data) - {"run", "network", "sweep", "executor"})
         if unknown:
             raise ConfigError(
-                f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep)"
+                f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep, "
+                "executor)"
             )
         run = _run_settings(data.get("run", {}), source)
         network = _network(data.get("network", {}), source)
@@ -162,7 +167,8 @@ class RunConfig:
         if not isinstance(sweeps_raw, list):
             raise ConfigError(f"{source}: 'sweep' must be a list of tables ([[sweep]])")
         sweeps = tuple(_sweep_table(t, source) for t in sweeps_raw)
-        config = cls(run=run, network=network, sweeps=sweeps)
+        executor = ExecutorSettings.from_dict(data.get("executor"), source)
+        config = cls(run=run, network=network, sweeps=sweeps, executor=executor)
         config.cases()  # validate every case now, not halfway through a sweep
         return config
 
@@ -187,7 +193,8 @@ class RunConfig:
             for table in sweeps:
                 table[key] = tuple(values)
         config = RunConfig(
-            run=settings, network=network, sweeps=tuple(t for t in sweeps if t)
+            run=settings, network=network, sweeps=tuple(t for t in sweeps if t),
+            executor=self.executor,
         )
         config.cases()
         return config

@@ -83,6 +83,15 @@ def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, .
             frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
 
 
+def schema_columns_added(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with the columns added since it was written, at their implicit values."""
+    summary = summary.copy()
+    for column, value in schema.LATER_SUMMARY_COLUMNS.items():
+        if column not in summary.columns:
+            summary[column] = value
+    return summary
+
+
 def load_manifest(path: Path) -> dict[str, Any]:
     """Read and check ``manifest.json`` of run folder ``path``; raise :class:`RunDirError`."""
     file = path / schema.MANIFEST_FILE
@@ -128,6 +137,7 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
             f"{root} has no {schema.SUMMARY_PARQUET}: the run did not finish "
             "(resume it, or point at a finished run)"
         )
+    summary = schema_columns_added(summary)
     missing = [c for c in schema.SUMMARY_COLUMNS if c not in summary.columns]
     if missing:
         raise RunDirError(f"damaged summary in {root}: missing columns {', '.join(missing)}")

@@ -8,6 +8,7 @@ code) into a status with a message.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import sys
@@ -22,9 +23,12 @@ from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord, Job, JobMode, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
-from snnbench.executors import Executor, LocalExecutor
+from snnbench.executors import Executor, ExecutorSettings, make_executor
+from snnbench.executors.placement import hostname
+from snnbench.executors.remote import HEARTBEAT
+from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.registry import AdapterEntry, discover
-from snnbench.schema import FAILED_STATUSES, JOBS_DIR
+from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
 from snnbench.spec import NetworkSpec
 from snnbench.storage import RunDir, StorageError
 
@@ -213,6 +217,17 @@ def plan_jobs(tasks: list[Task], settings: RunSettings,
     return jobs
 
 
+def retry_attempts(run_dir: RunDir) -> dict[str, int]:
+    """Keys whose record says the engine lost the case, with the attempt that lost it."""
+    attempts: dict[str, int] = {}
+    for path in sorted(run_dir.cases_dir.glob("*.json")):
+        with contextlib.suppress(UserError):
+            record = CaseRecord.read(path)
+            if record.status in RETRY_STATUSES:
+                attempts[path.stem] = record.placement.attempt
+    return attempts
+
+
 def execute(
     jobs: list[Job],
     run_dir: RunDir,
@@ -222,9 +237,17 @@ def execute(
     progress: ProgressCallback | None = None,
 ) -> Iterator[CaseRecord]:
     """Run the jobs the folder lacks, storing each record and rebuilding the tables as it
-    arrives (in the order the executor finishes them)."""
-    done = run_dir.finished_keys()
-    pending = [job for job in jobs if job.key not in done]
+    arrives (in the order the executor finishes them). A case an engine lost runs again, as
+    its next attempt."""
+    lost = retry_attempts(run_dir)
+    done = run_dir.finished_keys() - set(lost)
+    pending = []
+    for job in jobs:
+        if job.key in lost:
+            job = dataclasses.replace(job, placement=dataclasses.replace(
+                job.placement, attempt=lost[job.key] + 1))
+        if job.key not in done:
+            pending.append(job)
     total = len(pending)
     finished = 0
 
@@ -251,10 +274,39 @@ def execute(
             progress("start", finished + 1, total, job, None)
 
     work_dir = run_dir.path / JOBS_DIR
-    for record in executor.run(runnable, work_dir, run_dir.path / "logs", started):
-        yield store(by_key.get(record.key, runnable[0]), record)
+    records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
+    try:
+        for record in records:
+            yield store(by_key.get(record.key, runnable[0]), record)
+    finally:
+        # an interrupt or a failure here stops the executor's running cases at once
+        with contextlib.suppress(Exception):
+            records.close()  # type: ignore[attr-defined]
+        executor.close()
+        clean_work_dir(work_dir)
+
+
+def clean_work_dir(work_dir: Path) -> None:
+    """Remove the jobs folder once no case uses it (only the owner's heartbeat is left)."""
     with contextlib.suppress(OSError):
-        work_dir.rmdir()  # only when empty: a cluster executor may still own folders there
+        (work_dir / HEARTBEAT).unlink()
+    with contextlib.suppress(OSError):
+        work_dir.rmdir()  # only when empty: a cluster task may still own folders there
+
+
+def choose_executor(settings: ExecutorSettings, device: str, threads: int) -> Executor:
+    """The executor for a sweep, checked before anything is written (exit 2 when unusable)."""
+    executor = make_executor(settings, device, threads)
+    executor.check()
+    return executor
+
+
+def share_threads(config: RunConfig, executor: Executor) -> RunConfig:
+    """``config`` with each case's threads capped to its share of the cores (``--jobs``)."""
+    share = executor.threads_per_case()
+    if share is None or config.run.resolved_threads <= share:
+        return config
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=share))
 
 
 def start_run(
@@ -264,42 +316,93 @@ def start_run(
     resume: bool,
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
+    executor_settings: ExecutorSettings | None = None,
 ) -> SweepOutcome:
-    """Create (or resume) a run folder and run the sweep into it."""
+    """Create (or resume) a run folder and run the sweep into it.
+
+    The executor is ``executor``, else built from ``executor_settings``, else from the
+    config's ``[executor]`` table (a resumed run: the one given now, any executor works).
+    """
     entries = discover()
-    executor = executor or LocalExecutor()
     if resume:
         if out is None:
             raise StorageError("--resume needs --out pointing at the run folder to finish")
         run_dir = RunDir.open_existing(out)
         run_dir.lock()
-        manifest = run_dir.read_manifest()
-        run_id = str(manifest["run_id"])
-        config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
-        device = str(manifest["settings"]["device"])
-        tasks = plan_tasks(config, entries, device)
+        try:
+            manifest = run_dir.read_manifest()
+            run_id = str(manifest["run_id"])
+            config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
+            device = str(manifest["settings"]["device"])
+            tasks = plan_tasks(config, entries, device)
+            if executor is None:
+                executor = choose_executor(executor_settings or config.executor, device,
+                                           config.run.resolved_threads)
+            config = share_threads(config, executor)
+        except BaseException:
+            run_dir.unlock()
+            raise
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
-        run_dir = RunDir.create(out or results_root / run_id)
-        run_dir.lock()
+        if executor is None:
+            executor = choose_executor(executor_settings or config.executor, device,
+                                       config.run.resolved_threads)
+        config = share_threads(config, executor)
+        try:
+            run_dir = RunDir.create(out or results_root / run_id)
+            run_dir.lock()
+        except BaseException:
+            executor.close()
+            raise
         run_dir.write_manifest(new_manifest(run_id, config, tasks, device))
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
+    started = now_utc()
     try:
+        if executor.name == "local":
+            write_machine_record(run_dir.path, hostname(), executor.name)
         jobs = plan_jobs(tasks, config.run, entries)
-        outcome.skipped_existing = len({j.key for j in jobs} & run_dir.finished_keys())
+        outcome.skipped_existing = len({j.key for j in jobs} & (
+            run_dir.finished_keys() - set(retry_attempts(run_dir))))
         for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
         manifest = run_dir.read_manifest()
         manifest["finished_utc"] = now_utc()
+        manifest.setdefault("executions", []).append(
+            {**executor.describe(), "started_utc": started, "finished_utc": now_utc()})
+        manifest["hosts"] = read_machine_records(run_dir.path)
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
     finally:
         run_dir.unlock()
         executor.close()
     return outcome
+
+
+def merge_run(path: Path) -> int:
+    """Rebuild a run folder's tables and its manifest's host list from its case records.
+
+    For a folder cluster tasks wrote into after the submitting process died, or by hand.
+    Returns the number of case records. Refused while a live run holds the folder.
+    """
+    run_dir = RunDir.open_existing(path)
+    run_dir.lock()
+    try:
+        manifest = run_dir.read_manifest()
+        run_id = str(manifest["run_id"])
+        records = run_dir.case_records()
+        if not records:
+            raise StorageError(f"{path} has no case records to merge")
+        run_dir.rebuild_tables(run_id)
+        manifest["hosts"] = read_machine_records(run_dir.path)
+        manifest["merged_utc"] = now_utc()
+        manifest.pop("schema_version", None)
+        run_dir.write_manifest(manifest)
+        return len(records)
+    finally:
+        run_dir.unlock()
 
 
 def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from snnbench.contract import CaseRecord
 from snnbench.errors import UserError
+from snnbench.rundir import schema_columns_added
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -254,6 +255,10 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             "grad_cosine": _num(record.grad_cosine),
             "case_id": record.case_id,
             "allow_mismatch": record.allow_mismatch,
+            "executor": record.placement.executor,
+            "host": record.placement.host,
+            "gpu_uuid": record.placement.gpu_uuid,
+            "concurrency": record.placement.concurrency,
         }
         measurements = record.samples
         if record.status != "ok" or not measurements:
@@ -366,6 +371,7 @@ def read_summary(path: Path) -> pd.DataFrame:
         frame = pd.read_parquet(parquet)
     except Exception as exc:  # pyarrow raises several types for a torn or foreign file
         raise StorageError(f"cannot read {parquet}: damaged ({type(exc).__name__})") from exc
+    frame = schema_columns_added(frame)
     missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
     if missing:
         raise StorageError(f"{parquet} lacks columns {', '.join(missing)}: wrong schema")

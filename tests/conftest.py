@@ -6,6 +6,8 @@ import importlib
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,58 @@ from snnbench.spec import NetworkSpec
 
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
+#: every process the tests start inherits this variable: its value tags them as ours
+TAG_VAR = "SNNBENCH_TEST_TAG"
+#: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers)
+SWEEP_PROCESSES = ("snnbench.worker", "submitit.core._submit", "submitit.local._local")
+
+
+def tagged_processes(tag: str, markers: tuple[str, ...] = SWEEP_PROCESSES) -> list[str]:
+    """Live processes started under ``TAG_VAR=tag`` whose command line has a marker,
+    wherever they were re-parented to (a leaked worker's parent is PID 1)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if not any(m in cmdline for m in markers):
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(TAG_VAR, "").startswith(tag):
+                found.append(f"pid {proc.pid} (parent {proc.ppid()}): {cmdline[:160]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_until_gone(tag: str, timeout: float = 10.0) -> list[str]:
+    """``tagged_processes(tag)`` once none is left, or what is left after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = tagged_processes(tag)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests() -> Iterator[str]:
+    """Fail the run when a worker (or a submitit task) it started is still alive at its end:
+    no process outlives its sweep, in tests too."""
+    tag = f"session-{uuid.uuid4().hex}"
+    os.environ[TAG_VAR] = tag
+    yield tag
+    left = wait_until_gone(tag)
+    assert not left, "processes outlived the test run:\n" + "\n".join(left)
+
+
+@pytest.fixture
+def process_tag(no_process_outlives_the_tests: str) -> Iterator[str]:
+    """A tag for one test's processes (a prefix of the session's: the session check sees them)."""
+    tag = f"{no_process_outlives_the_tests}-{uuid.uuid4().hex[:8]}"
+    yield tag
 
 
 @pytest.fixture
