@@ -302,11 +302,15 @@ def run(
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=False) as progress:
-        bar = progress.add_task("starting", total=None)
+    # started by the first case, so an input error before it prints its one line and no bar
+    progress = Progress(*columns, console=err_console, transient=False)
+    bar = progress.add_task("starting", total=None)
+    try:
 
         def on_progress(event: str, index: int, total: int, task: Job,
                         record: CaseRecord | None) -> None:
+            if not progress.live.is_started:
+                progress.start()
             label = f"case {index}/{total} {task.adapter}:{task.variant} n={task.spec.neurons}"
             if event == "start":
                 progress.update(bar, total=total, description=label)
@@ -338,6 +342,9 @@ def run(
                 f"'snnbench run --resume{where}'"
             )
             raise typer.Exit(code) from None
+    finally:
+        if progress.live.is_started:
+            progress.stop()
     _print_run(outcome.run_dir, "text")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:

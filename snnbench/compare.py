@@ -419,6 +419,33 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     return warnings
 
 
+def _hosts_used(run: Run) -> list[str]:
+    return sorted({h for h in run.summary["host"] if h})
+
+
+def _gpu_models(run: Run, hosts: list[str]) -> list[str]:
+    """GPU models of the machine records (manifest ``hosts``) of the hosts that ran cases."""
+    records = run.manifest.get("hosts") or []
+    return sorted({str(g.get("name")) for h in records if isinstance(h, dict)
+                   and h.get("host") in hosts for g in (h.get("gpus") or [])
+                   if isinstance(g, dict)})
+
+
+def placement_warnings(base: Run, cand: Run) -> list[str]:
+    """The two runs' cases ran on different hosts, or on different GPU models."""
+    warnings: list[str] = []
+    b_hosts, c_hosts = _hosts_used(base), _hosts_used(cand)
+    if b_hosts and c_hosts and b_hosts != c_hosts:
+        warnings.append(f"hosts differ: {', '.join(b_hosts)} → {', '.join(c_hosts)}")
+    # runs written before machine records have no "hosts": the manifest's GPU check covers them
+    if "hosts" in base.manifest and "hosts" in cand.manifest:
+        b_gpus, c_gpus = _gpu_models(base, b_hosts), _gpu_models(cand, c_hosts)
+        if b_gpus != c_gpus:
+            warnings.append(f"GPU models differ: {', '.join(b_gpus) or 'none'} → "
+                            f"{', '.join(c_gpus) or 'none'}")
+    return warnings
+
+
 def compare(
     baseline_dir: str | Path,
     candidate_dir: str | Path,
@@ -451,7 +478,7 @@ def compare(
         mem_threshold=mem_threshold,
         alpha=alpha,
         mem_floor_bytes=mem_floor_bytes,
-        warnings=manifest_warnings(base.manifest, cand.manifest),
+        warnings=manifest_warnings(base.manifest, cand.manifest) + placement_warnings(base, cand),
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     samples = (_samples(base), _samples(cand))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class RayExecutor(Executor):
         os.environ.setdefault("RAY_task_oom_retries", "0")
         kwargs: dict[str, Any] = {"logging_level": "WARNING", "log_to_driver": False,
                                   "include_dashboard": False}
+        # Ray retries an unreachable address forever, logging as it goes: look first
+        reachable(self.address)
         try:
             if self.address:
                 with _timeout_env(CONNECT_TIMEOUT_S):
@@ -155,6 +158,22 @@ class RayExecutor(Executor):
         if self._started:
             ray.shutdown()
             self._started = False
+
+
+def reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Raise :class:`ExecutorError` unless something listens at ``address`` (host:port)."""
+    if not address or address in ("auto", "local"):
+        return  # Ray finds (or starts) a cluster on this machine by itself
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--executor ray: address {address!r} is not host:port")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ExecutorError(f"--executor ray: cannot reach Ray at {address}: "
+                            f"{exc.strerror or exc}") from exc
 
 
 def _cause(exc: BaseException) -> BaseException:

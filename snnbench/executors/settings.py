@@ -63,7 +63,8 @@ class SlurmSettings:
             _check_int(name, getattr(self, name), minimum=1)
         if self.cluster not in ("slurm", "local"):
             # submitit's "debug" cluster runs pdb on a failure: never
-            raise ExecutorError(f"slurm cluster must be slurm or local, got {self.cluster!r}")
+            raise ExecutorError(f"slurm cluster must be slurm or local (submitit's debug cluster "
+                                f"would start pdb on a failure), got {self.cluster!r}")
 
 
 @dataclass(frozen=True)
