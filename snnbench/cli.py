@@ -8,6 +8,7 @@ already written is touched).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -250,7 +251,7 @@ def run(
     from snnbench.contract import CaseRecord, Job
     from snnbench.errors import UserError
     from snnbench.executors import ExecutorSettings
-    from snnbench.lifeline import Terminated, terminate_as_interrupt
+    from snnbench.lifeline import terminate_as_interrupt, termination_signal
     from snnbench.runner import start_run
 
     run_overrides: dict[str, Any] = {}
@@ -334,8 +335,9 @@ def run(
         except UserError as exc:
             fail(str(exc))
         except KeyboardInterrupt as exc:
-            code, what = ((exc.exit_code, f"stopped by {exc}") if isinstance(exc, Terminated)
-                          else (130, "interrupted"))
+            signum = termination_signal(exc)
+            code, what = ((128 + signum, f"stopped by {signal.Signals(signum).name}")
+                          if signum else (130, "interrupted"))
             where = f" --out {out}" if out else ""
             err_console.print(
                 f"{what}: finished cases are kept, running workers were stopped; finish with "

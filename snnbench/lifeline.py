@@ -51,11 +51,24 @@ class Terminated(KeyboardInterrupt):
         return 128 + self.signum
 
 
+#: the termination signals received (engines such as Ray turn any exception a signal handler
+#: raises into a plain KeyboardInterrupt: the number survives here)
+_RECEIVED: list[int] = []
+
+
+def termination_signal(exc: BaseException) -> int | None:
+    """The SIGTERM/SIGHUP behind ``exc`` (an interrupt), or None for a plain Ctrl-C."""
+    if isinstance(exc, Terminated):
+        return exc.signum
+    return _RECEIVED[-1] if _RECEIVED else None
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        _RECEIVED.append(signum)
         raise Terminated(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}

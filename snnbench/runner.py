@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
 from snnbench.executors import Executor, ExecutorSettings, make_executor
 from snnbench.executors.placement import hostname
-from snnbench.executors.remote import HEARTBEAT
+from snnbench.executors.remote import CANCEL, HEARTBEAT
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
@@ -283,13 +284,18 @@ def execute(
         with contextlib.suppress(Exception):
             records.close()  # type: ignore[attr-defined]
         executor.close()
-        clean_work_dir(work_dir)
+        clean_work_dir(work_dir, [job.key for job in runnable])
 
 
-def clean_work_dir(work_dir: Path) -> None:
-    """Remove the jobs folder once no case uses it (only the owner's heartbeat is left)."""
-    with contextlib.suppress(OSError):
-        (work_dir / HEARTBEAT).unlink()
+def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
+    """Once the executor has stopped: remove what its cases left in the jobs folder (an
+    engine may SIGKILL a worker, which then cannot clean up: Ray does on a cancel), then the
+    folder itself when nothing else is in it."""
+    for key in keys:
+        shutil.rmtree(work_dir / key, ignore_errors=True)
+    for name in (HEARTBEAT, CANCEL):
+        with contextlib.suppress(OSError):
+            (work_dir / name).unlink()
     with contextlib.suppress(OSError):
         work_dir.rmdir()  # only when empty: a cluster task may still own folders there
 

@@ -152,3 +152,29 @@ def assert_repeatable(model: Model, spec: NetworkSpec, steps: int = 3) -> None:
         np.testing.assert_array_equal(spikes, first_spikes)
         for a, b in zip(grad_w + grad_b, first_w + first_b, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One local Ray instance for the whole session (a start takes seconds): 2 CPUs and 2
+    logical GPUs (Ray counts GPUs, it needs none). Its workers see the fake adapters and a
+    probe folder; yields the address (for CLI runs) and that folder."""
+    ray = pytest.importorskip("ray")
+    probe_dir = tmp_path_factory.mktemp("ray-probe")
+    path = os.pathsep.join(p for p in (str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", ""))
+                           if p)
+    env = {"PYTHONPATH": path, "SNNBENCH_FAKE_PROBE_DIR": str(probe_dir)}
+    # Ray's processes inherit this environment: the fake adapters are found by the workers of
+    # every driver (a CLI run too), and the rest of the session keeps its own PYTHONPATH
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", path)
+    try:
+        context = ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+                           logging_level="WARNING", runtime_env={"env_vars": env},
+                           _system_config={"task_oom_retries": 0})
+    finally:
+        mp.undo()
+    try:
+        yield {"address": str(context.address_info["gcs_address"]), "probe_dir": str(probe_dir)}
+    finally:
+        ray.shutdown()

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,18 @@ class RayExecutor(Executor):
                                   "include_dashboard": False}
         # Ray retries an unreachable address forever, logging as it goes: look first
         reachable(self.address)
+        # Ray installs its own SIGTERM handler (it logs and exits 1): ours must stay, so that
+        # SIGTERM stops the sweep like Ctrl-C
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             if self.address:
                 with _timeout_env(CONNECT_TIMEOUT_S):
                     ray.init(address=self.address, **kwargs)
             else:
                 ray.init(_system_config={"task_oom_retries": 0}, **kwargs)
+            for sig, handler in handlers.items():
+                if handler is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(sig, handler)
         except Exception as exc:  # ConnectionError, TimeoutError, RuntimeError...
             with contextlib.suppress(Exception):
                 ray.shutdown()
@@ -125,6 +133,7 @@ class RayExecutor(Executor):
             max_retries=0,
             retry_exceptions=False,
             name="snnbench-case",
+            runtime_env={"env_vars": forwarded_env()},
         )
         owner = Owner.me()
         for job in jobs:
@@ -158,6 +167,13 @@ class RayExecutor(Executor):
         if self._started:
             ray.shutdown()
             self._started = False
+
+
+def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """snnbench's own variables (``SNNBENCH_*``), which the manifest records and which can
+    change a measurement: sbatch passes the submitting environment on, Ray does not."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k.startswith("SNNBENCH_")}
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from snnbench.contract import CaseRecord, ContractError, Job, Placement
 from snnbench.executors.local import run_in_folder
 from snnbench.executors.placement import hostname, visible_gpu_uuid
@@ -28,6 +30,8 @@ from snnbench.schema import CASES_DIR, JOBS_DIR, RETRY_STATUSES
 
 #: the heartbeat the owner rewrites (``<run>/jobs/.owner``)
 HEARTBEAT = ".owner"
+#: written by the owner when it stops the sweep (``<run>/jobs/.cancel``): running cases end
+CANCEL = ".cancel"
 
 
 @dataclass(frozen=True)
@@ -38,14 +42,38 @@ class Owner:
     pid: int
     #: seconds without a new heartbeat after which a case on another host stops
     grace_s: float = 600.0
+    #: the owner's start time (a reused pid is another process)
+    created: float = 0.0
 
     @classmethod
     def me(cls, grace_s: float = 600.0) -> Owner:
-        return cls(hostname(), os.getpid(), grace_s)
+        return cls(hostname(), os.getpid(), grace_s, psutil.Process().create_time())
+
+    def alive(self) -> bool:
+        """On the owner's host: is it still running (a zombie, killed but not reaped, is not)?"""
+        try:
+            proc = psutil.Process(self.pid)
+            return (proc.status() != psutil.STATUS_ZOMBIE
+                    and (not self.created or proc.create_time() == self.created))
+        except psutil.NoSuchProcess:
+            return False
+        except psutil.AccessDenied:
+            return True
 
 
 def heartbeat_path(run_dir: Path) -> Path:
     return run_dir / JOBS_DIR / HEARTBEAT
+
+
+def cancel_path(run_dir: Path) -> Path:
+    return run_dir / JOBS_DIR / CANCEL
+
+
+def request_cancel(run_dir: Path) -> None:
+    """Ask every case still running for this run folder to stop (they look twice a second)."""
+    path = cancel_path(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
 
 
 def beat(run_dir: Path) -> None:
@@ -57,23 +85,15 @@ def beat(run_dir: Path) -> None:
     os.replace(tmp, path)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def watch_owner(owner: Owner, run_dir: Path, stop: threading.Event, poll_s: float = 0.5) -> None:
-    """Set ``stop`` when ``owner`` is gone (run in a daemon thread)."""
+    """Set ``stop`` when ``owner`` is gone or asks to stop (run in a daemon thread)."""
     here = hostname() == owner.host
     last, seen = "", time.monotonic()
     while not stop.wait(poll_s):
-        if here:
-            if not _pid_alive(owner.pid):
+        if cancel_path(run_dir).exists():
+            stop.set()
+        elif here:
+            if not owner.alive():
                 stop.set()
             continue
         try:

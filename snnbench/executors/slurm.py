@@ -30,7 +30,14 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
-from snnbench.executors.remote import Owner, beat, record_path, run_packed
+from snnbench.executors.remote import (
+    Owner,
+    beat,
+    cancel_path,
+    record_path,
+    request_cancel,
+    run_packed,
+)
 from snnbench.executors.settings import SlurmSettings
 from snnbench.schema import RETRY_STATUSES
 
@@ -87,6 +94,9 @@ class SlurmExecutor(Executor):
         self.device = device
         self.threads = threads
         self._jobs: list[Any] = []
+        self._run_dir: Path | None = None
+        #: ids of every array task this executor submitted (kept after close, for the manifest)
+        self.engine_jobs: list[str] = []
 
     @property
     def cluster(self) -> str:
@@ -108,7 +118,7 @@ class SlurmExecutor(Executor):
                 "timeout_min": s.timeout_min, "array_parallelism": s.array_parallelism,
                 "cases_per_task": s.cases_per_task, "setup": list(s.setup),
                 "image": s.image, "container_args": list(s.container_args),
-                "engine_jobs": [str(j.job_id) for j in self._jobs]}
+                "engine_jobs": list(self.engine_jobs)}
 
     def _executor(self, folder: Path) -> Any:
         submitit = import_submitit()
@@ -141,11 +151,14 @@ class SlurmExecutor(Executor):
         concurrency = min(len(groups), self.settings.array_parallelism)
         prefix = container_prefix(self.settings, self.device)
         owner = Owner.me()
+        cancel_path(run_dir).unlink(missing_ok=True)  # a stop request of an earlier attempt
         beat(run_dir)
+        self._run_dir = run_dir
         executor = self._executor(log_dir / "slurm")
         args = [(str(run_dir), [j.to_dict() for j in group], owner, self.name, concurrency,
                  prefix, self.settings.image) for group in groups]
         self._jobs = executor.map_array(run_packed, *zip(*args, strict=True))
+        self.engine_jobs += [str(j.job_id) for j in self._jobs]
         for job in jobs:
             if on_start is not None:
                 on_start(job)
@@ -189,16 +202,25 @@ class SlurmExecutor(Executor):
             yield record
 
     def close(self) -> None:
-        """Cancel the array tasks that still run (``scancel``; locally, their controllers)."""
+        """Stop the array tasks that still run: each task's cases stop on the run folder's
+        cancel request (their workers are killed, job folders removed); Slurm also gets
+        ``scancel`` for tasks not started yet. Local tasks are waited for (a few seconds), so
+        that no process outlives the sweep here."""
         running = [j for j in self._jobs if not _done(j)]
-        for job in running:
-            with contextlib.suppress(Exception):
-                job.cancel(check=False)
-        if self.cluster == "local":
-            # local tasks stop within a second or two: wait, so that no process outlives us
+        if running and self._run_dir is not None:
+            request_cancel(self._run_dir)
+        if self.cluster == "slurm":
+            for job in running:
+                with contextlib.suppress(Exception):
+                    job.cancel(check=False)
+        else:
             deadline = time.monotonic() + CANCEL_WAIT_S
             while time.monotonic() < deadline and not all(_done(j) for j in running):
                 time.sleep(0.1)
+            for job in running:  # a task that did not listen
+                if not _done(job):
+                    with contextlib.suppress(Exception):
+                        job.cancel(check=False)
         self._jobs = []
 
 

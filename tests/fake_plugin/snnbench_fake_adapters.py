@@ -189,3 +189,21 @@ class ProbeAdapter(_Base):
             with open(path, "w") as handle:
                 json.dump(seen, handle)
         return NumpyModel(data, sleep_fwd=float(os.environ.get("SNNBENCH_FAKE_SLOW_S", "0")))
+
+
+class KillParentAdapter(_Base):
+    """Kills the process that started its worker (a Ray task's process: WorkerCrashedError).
+    Never run it under the local executor: its parent is the sweep itself."""
+
+    name = "fake-kill-parent"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import signal
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            parent = handle.read().decode(errors="replace")
+        if not parent.startswith("ray::"):  # a safety catch: only ever a Ray task's process
+            raise RuntimeError(f"fake-kill-parent refuses to kill a non-Ray parent: {parent!r}")
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(30)  # the kernel's parent-death signal ends this worker first
+        return NumpyModel(data)
