@@ -1,6 +1,6 @@
 """The ``snnbench`` command line: parse, call the library, map outcomes to exit codes.
 
-Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout,
+Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout, lost,
 mismatch) or a regression was found; 2 usage or input errors (one line on stderr, nothing
 already written is touched).
 """
@@ -608,7 +608,7 @@ def compare(
 
     A time change counts only when the median ratio passes --factor AND the samples differ
     significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median); past the factor
-    but not significant is shown as noise. ok → error/oom/timeout/mismatch is a regression.
+    but not significant is shown as noise. ok → error/oom/timeout/lost/mismatch is a regression.
     """
     from snnbench.compare import compare_runs, render
     from snnbench.rundir import RunDirError

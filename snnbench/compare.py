@@ -19,7 +19,7 @@ memory (``peak_mem_bytes``)
     whatever its ratio: on CPU the peak is resident-set growth, page-granular and a few hundred
     KiB for small cases, where ±15 % is noise.
 case status
-    ok → error/oom/timeout/mismatch is ``new_failure`` (fails the gate, whatever the versions:
+    ok → error/oom/timeout/lost/mismatch is ``new_failure`` (fails the gate, whatever the versions:
     an upgrade that breaks a case is what the gate is for); the reverse is ``fixed``; failed on
     both sides is ``still_failing``; a case on one side only is ``added`` or ``removed``.
 comparability

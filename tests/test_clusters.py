@@ -186,3 +186,33 @@ def test_a_crashed_ray_worker_is_a_lost_case(fake_plugins: Path, tmp_path: Path,
     assert not (run / "jobs").exists()  # the orphaned worker removed its own folder
 
 
+
+
+# -- Apptainer (static: no apptainer here) -------------------------------------------------
+def test_apptainer_definition_is_built_from_the_gpu_docker_stage() -> None:
+    from tests.conftest import REPO
+
+    text = (REPO / "docker" / "snnbench.def").read_text()
+    header = [line for line in text.splitlines() if line and not line.startswith("#")][:2]
+    assert header == ["Bootstrap: docker-daemon", "From: snnbench:gpu"]
+    # snnbench:gpu is what `make docker-build-gpu` tags from the Dockerfile's gpu stage
+    assert "FROM ${CUDA_IMAGE} AS gpu" in (REPO / "docker" / "Dockerfile").read_text()
+    assert "$(DOCKER_IMAGE):$*" in (REPO / "docker" / "docker.mk").read_text()
+    sections = {line.split()[0] for line in text.splitlines() if line.startswith("%")}
+    assert sections == {"%labels", "%environment", "%runscript", "%test"}
+    assert 'exec snnbench "$@"' in text
+
+
+def test_the_manifest_records_the_image(tmp_path: Path) -> None:
+    from snnbench.executors.slurm import SlurmExecutor
+    from snnbench.machines import read_machine_records, write_machine_record
+
+    image = tmp_path / "snnbench-gpu.sif"
+    image.write_bytes(b"\0" * 64)
+    write_machine_record(tmp_path, "node3", "slurm", str(image))
+    (record,) = read_machine_records(tmp_path)
+    assert record["host"] == "node3" and record["executor"] == "slurm"
+    assert record["image"] == {"runtime": "apptainer", "image": str(image), "bytes": 64,
+                               "modified_utc": record["image"]["modified_utc"]}
+    described = SlurmExecutor(SlurmSettings(image=str(image))).describe()
+    assert described["image"] == str(image)

@@ -289,3 +289,60 @@ def test_run_dir_keys_of_lost_records_are_not_finished(tmp_path: Path) -> None:
     (run_dir.cases_dir / "x.json").write_text("{}")  # a damaged record is not a retry
     assert retry_attempts(run_dir) == {}
     assert os.path.isdir(run_dir.cases_dir)
+
+
+# -- bad input: one line, exit 2, nothing written -----------------------------------------
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["--executor", "sge"], {}, "unknown executor 'sge' (known: local, slurm, ray)"),
+    (["--jobs", "0"], {}, "--jobs must be an integer ≥ 1, got 0"),
+    (["--jobs", "4096"], {}, "--jobs 4096 needs at least 4096 CPU cores"),
+    (["--jobs", "2", "--gpus", "0"], {}, "exclude each other"),
+    (["--gpus", "0", "--device", "cpu"], {}, "use it with --device cuda"),
+    (["--gpus", "7", "--device", "cuda"], {}, "--gpus: NVML sees no NVIDIA GPU here"),
+    (["--executor", "slurm"], {"PATH": "/usr/bin:/bin"}, "no Slurm here ('sbatch' is not on PATH)"),
+    (["--executor", "ray", "--ray-address", "127.0.0.1:1"], {},
+     "cannot reach Ray at 127.0.0.1:1"),
+    (["--executor", "ray"], {"RAY_ADDRESS": "127.0.0.1:1"}, "cannot reach Ray at 127.0.0.1:1"),
+    (["--executor", "slurm", "--slurm-cluster", "debug"], {}, "pdb"),
+])
+def test_bad_executor_input_exits_2_and_writes_nothing(args: list[str], env: dict[str, str],
+                                                       message: str, tmp_path: Path) -> None:
+    if "slurm" in args:
+        pytest.importorskip("submitit")
+    if "ray" in args:
+        pytest.importorskip("ray")
+    out = tmp_path / "run"
+    proc = run_cli("run", "--config", "ci-smoke", "--adapters", "torch", "--out", str(out),
+                   *args, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and "━" not in proc.stderr  # no progress bar
+    assert len(proc.stderr.strip().splitlines()) <= 2  # one line (a long one may wrap once)
+    assert not out.exists()
+
+
+def test_a_config_executor_typo_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[run]\nadapters = ["torch"]\n[executor]\nname = "local"\njbos = 2\n')
+    proc = run_cli("run", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "unknown key(s) jbos" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("executor", "extra"), [("slurm", "snnbench[slurm]"),
+                                                 ("ray", "snnbench[ray]")])
+def test_a_missing_extra_is_named(executor: str, extra: str, tmp_path: Path) -> None:
+    """Without submitit or Ray installed the flag names the extra to install."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("import sys; sys.modules['submitit'] = None; sys.modules['ray'] = None; "
+            "from snnbench.cli import main; sys.argv = ['snnbench', 'run', '--adapters', 'torch', "
+            f"'--executor', '{executor}', '--out', r'{tmp_path / 'run'}']; main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2, proc.stderr
+    assert f"pip install '{extra}'" in proc.stderr
+    assert not (tmp_path / "run").exists()

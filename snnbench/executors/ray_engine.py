@@ -25,7 +25,7 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, Job
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
-from snnbench.executors.remote import Owner, run_one
+from snnbench.executors.remote import Owner, beat, run_one
 from snnbench.executors.settings import RaySettings
 
 #: how long ray.wait blocks before the loop looks again (an interrupt waits at most this)
@@ -141,6 +141,7 @@ class RayExecutor(Executor):
             if on_start is not None:
                 on_start(job)
         while self._refs:
+            beat(run_dir)  # tasks on other hosts stop when it goes stale
             ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=POLL_S)
             for ref in ready:
                 job = self._refs.pop(ref)
