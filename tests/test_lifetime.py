@@ -135,3 +135,22 @@ def test_a_worker_whose_parent_died_before_it_started_exits(tmp_path: Path) -> N
     # and kills itself instead of running a job nobody waits for
     assert proc.returncode == -signal.SIGKILL
     assert not job_dir.exists() and not job_dir.parent.exists()
+
+
+def test_the_leak_check_finds_an_orphaned_worker(process_tag: str) -> None:
+    """The session's check is live: a tagged 'worker' whose parent exited is found."""
+    from tests.conftest import tagged_processes
+
+    # the shell starts it in the background and exits: the sleeper is re-parented, as a
+    # leaked worker was
+    subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'import time; time.sleep(60)' "
+                                "snnbench.worker >/dev/null 2>&1 &"],
+                   env={**os.environ, TAG_VAR: process_tag}, check=True, timeout=30)
+    deadline = time.monotonic() + 10
+    found: list[str] = []
+    while not found and time.monotonic() < deadline:
+        found = tagged_processes(process_tag)
+        time.sleep(0.1)
+    assert len(found) == 1 and "snnbench.worker" in found[0]
+    os.kill(int(found[0].split()[1]), signal.SIGKILL)
+    assert wait_until_gone(process_tag) == []
