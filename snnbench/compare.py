@@ -419,6 +419,12 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     return warnings
 
 
+def _concurrency(run: Run) -> list[int]:
+    """How many cases ran side by side, over the cases that ran (ok rows)."""
+    ran = run.summary[run.summary["status"] == "ok"]
+    return sorted({int(c) for c in ran["concurrency"] if c == c and int(c) > 0})
+
+
 def _hosts_used(run: Run) -> list[str]:
     return sorted({h for h in run.summary["host"] if h})
 
@@ -434,6 +440,11 @@ def _gpu_models(run: Run, hosts: list[str]) -> list[str]:
 def placement_warnings(base: Run, cand: Run) -> list[str]:
     """The two runs' cases ran on different hosts, or on different GPU models."""
     warnings: list[str] = []
+    b_conc, c_conc = _concurrency(base), _concurrency(cand)
+    if b_conc and c_conc and b_conc != c_conc:
+        warnings.append(f"concurrency differs: {', '.join(map(str, b_conc))} → "
+                        f"{', '.join(map(str, c_conc))} cases side by side (timings taken side "
+                        "by side are not comparable with one case at a time)")
     b_hosts, c_hosts = _hosts_used(base), _hosts_used(cand)
     if b_hosts and c_hosts and b_hosts != c_hosts:
         warnings.append(f"hosts differ: {', '.join(b_hosts)} → {', '.join(c_hosts)}")

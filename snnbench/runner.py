@@ -267,6 +267,9 @@ def execute(
         if record is None:
             runnable.append(job)
         else:
+            # decided here without running: no case ran beside it
+            record.placement = dataclasses.replace(record.placement, executor=executor.name,
+                                                   concurrency=0)
             yield store(job, record)
     by_key = {job.key: job for job in runnable}
 

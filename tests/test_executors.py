@@ -253,7 +253,8 @@ def test_merge_rebuilds_tables_and_hosts_and_compare_warns_across_hosts(
     # the candidate's case "ran" on another node, which wrote its own machine record
     path = next((cand / "cases").glob("*.json"))
     record = CaseRecord.read(path)
-    record.placement = Placement(executor="slurm", host="node17", engine_job_id="42_0")
+    record.placement = Placement(executor="slurm", host="node17", engine_job_id="42_0",
+                                 concurrency=2)
     record.write(path)
     host_record = json.loads(next((cand / "hosts").glob("*.json")).read_text())
     host_record.update(host="node17", gpus=[{"name": "NVIDIA A100", "driver": "1", "index": 0}])
@@ -269,6 +270,7 @@ def test_merge_rebuilds_tables_and_hosts_and_compare_warns_across_hosts(
     proc = run_cli("compare", str(base), str(cand))
     assert proc.returncode == 0, proc.stderr
     assert "hosts differ" in proc.stdout
+    assert "concurrency differs: 1 → 2" in proc.stdout
     assert "GPU models differ" in proc.stdout and "NVIDIA A100" in proc.stdout
     assert run_cli("merge", str(tmp_path / "nothing")).returncode == 2
 
