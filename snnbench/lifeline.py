@@ -45,11 +45,6 @@ class Terminated(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal number (143 for SIGTERM), as a shell reports it."""
-        return 128 + self.signum
-
 
 #: the termination signals received (engines such as Ray turn any exception a signal handler
 #: raises into a plain KeyboardInterrupt: the number survives here)
