@@ -23,12 +23,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from snnbench.contract import CaseRecord, ContractError, Job
-from snnbench.lifeline import PARENT_PID_VAR, child_setup
+from snnbench.lifeline import PARENT_PID_VAR
 
 #: how often the parent looks at the worker and its marker file
 POLL_S = 0.05
@@ -67,6 +67,26 @@ def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str
     return env
 
 
+@contextlib.contextmanager
+def pinned_thread(cpus: Sequence[int]) -> Iterator[None]:
+    """Run the block with this thread pinned to ``cpus`` (nothing when empty).
+
+    A new process starts with the CPU affinity of the thread that spawns it, so the worker is
+    pinned from its first instruction: the thread pools its libraries create at import
+    inherit it. (A pre-exec hook would do the same but forces ``fork`` over ``vfork``, unsafe
+    in a threaded parent.) On Linux the affinity of pid 0 is the calling thread's only.
+    """
+    if not cpus or not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | None = None,
                prefix: Sequence[str] = ()) -> CaseRecord:
     """Write ``job`` into ``job_dir``, run its worker, and return its record.
@@ -81,16 +101,15 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     job.write(job_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            worker_command(job, job_path, prefix),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=worker_environment(job),
-            start_new_session=True,  # its own process group: a timeout kills its children too
-            # pre-exec: parent-death signal and CPU pinning (no locks taken; prctl resolved here)
-            preexec_fn=child_setup(os.getpid(), job.placement.cpus),
-        )
+        with pinned_thread(job.placement.cpus):
+            proc = subprocess.Popen(
+                worker_command(job, job_path, prefix),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=worker_environment(job),
+                start_new_session=True,  # its own process group: a timeout kills its children
+            )
         try:
             exit_ = wait_for_worker(proc, job, stop)
         except BaseException:

@@ -1,20 +1,17 @@
 """No process outlives its sweep: a worker dies with the process that started it.
 
-Three pieces, each covering what the others cannot:
-
-* :func:`child_setup` runs in the forked child before ``exec`` (``Popen(preexec_fn=...)``): it
-  asks the kernel for ``SIGTERM`` when the parent dies (``PR_SET_PDEATHSIG``) and pins the
-  child to its CPU set. The kernel sends that signal when the *thread* that forked the child
-  exits, so the thread that starts a worker must wait for it (every executor's does).
-* :func:`arm` runs first thing in the worker: ``SIGTERM`` (from the kernel, ``scancel`` or a
-  user) removes the job's folder and kills the worker's process group; a watch thread does
-  the same when the worker is re-parented (its parent died, e.g. behind an ``apptainer``
-  starter that the kernel signal does not reach).
+* :func:`arm` runs first thing in the worker: it asks the kernel for ``SIGTERM`` when its
+  parent dies (``PR_SET_PDEATHSIG``; the kernel sends it when the *thread* that started the
+  worker exits, so that thread must wait for it: every executor's does), checks that the
+  launcher did not die while the worker was starting, and handles ``SIGTERM`` (from the
+  kernel, ``scancel`` or a user) by removing the job's folder and killing the worker's process
+  group. A watch thread does the same when the worker is re-parented (a parent behind an
+  ``apptainer`` starter, which the kernel's signal does not cover).
 * :class:`Terminated` lets ``snnbench run`` treat ``SIGTERM`` like ``Ctrl-C``: finished cases
   are kept, running workers are killed, the user gets a ``--resume`` hint.
 
-Only a worker stuck in native code that holds the GIL can escape the last two; the kernel's
-signal still ends it when it returns to Python.
+Only a worker stuck in native code that holds the GIL can escape the handler and the watch
+thread; the next ``--resume`` removes its folder.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -83,7 +80,6 @@ def _load_prctl() -> Callable[..., int] | None:
     return prctl
 
 
-#: resolved once, in the parent: the child of a fork must not look up symbols (locks)
 _PRCTL = _load_prctl()
 
 
@@ -92,20 +88,6 @@ def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
     if _PRCTL is None:
         return False
     return _PRCTL(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-
-
-def child_setup(parent_pid: int, cpus: Sequence[int] = ()) -> Callable[[], None]:
-    """A ``preexec_fn`` that ties the child to ``parent_pid`` and pins it to ``cpus``."""
-    cpu_set = {int(c) for c in cpus}
-
-    def setup() -> None:
-        set_parent_death_signal(signal.SIGTERM)
-        if os.getppid() != parent_pid:  # the parent died before the signal was armed
-            os._exit(1)
-        if cpu_set:
-            os.sched_setaffinity(0, cpu_set)
-
-    return setup
 
 
 def _die(job_dir: Path | None) -> None:
