@@ -348,3 +348,36 @@ def test_a_missing_extra_is_named(executor: str, extra: str, tmp_path: Path) -> 
     assert proc.returncode == 2, proc.stderr
     assert f"pip install '{extra}'" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+# -- cluster tasks stop with their sweep ---------------------------------------------------
+def _watch(owner: Any, run: Path, seconds: float = 5.0) -> bool:
+    import threading
+
+    from snnbench.executors.remote import watch_owner
+
+    stop = threading.Event()
+    thread = threading.Thread(target=watch_owner, args=(owner, run, stop, 0.05), daemon=True)
+    thread.start()
+    stopped = stop.wait(seconds)
+    stop.set()
+    thread.join()
+    return stopped
+
+
+def test_a_cluster_task_stops_when_its_owner_is_gone(tmp_path: Path) -> None:
+    import subprocess
+
+    from snnbench.executors.placement import hostname
+    from snnbench.executors.remote import Owner, beat, request_cancel
+
+    (tmp_path / "jobs").mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert _watch(Owner(hostname(), gone.pid), tmp_path)  # same host: its pid is gone
+    assert not _watch(Owner.me(), tmp_path, 0.5)  # alive: the task goes on
+    # another host: only the heartbeat tells; a stale one stops the task after the grace
+    beat(tmp_path)
+    assert _watch(Owner("elsewhere", 1, grace_s=0.3), tmp_path)
+    request_cancel(tmp_path)  # the owner stops the sweep
+    assert _watch(Owner.me(), tmp_path)

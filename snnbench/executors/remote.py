@@ -76,9 +76,18 @@ def request_cancel(run_dir: Path) -> None:
     path.touch()
 
 
+#: heartbeats are rewritten at most this often (a shared filesystem needs no more)
+BEAT_EVERY_S = 5.0
+_last_beat: dict[Path, float] = {}
+
+
 def beat(run_dir: Path) -> None:
     """Rewrite the heartbeat (content changes, so clocks of other hosts do not matter)."""
     path = heartbeat_path(run_dir)
+    now = time.monotonic()
+    if path.exists() and now - _last_beat.get(path, -BEAT_EVERY_S) < BEAT_EVERY_S:
+        return
+    _last_beat[path] = now
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(f"{os.getpid()} {time.monotonic_ns()}\n")
