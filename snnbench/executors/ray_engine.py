@@ -88,7 +88,7 @@ class RayExecutor(Executor):
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             if self.address:
-                with _timeout_env(CONNECT_TIMEOUT_S):
+                with _timeout_env(CONNECT_TIMEOUT_S), _quiet_stderr():
                     ray.init(address=self.address, **kwargs)
             else:
                 ray.init(_system_config={"task_oom_retries": 0}, **kwargs)
@@ -203,6 +203,24 @@ def _placement(record: CaseRecord, executor: str, concurrency: int) -> Any:
     import dataclasses
 
     return dataclasses.replace(record.placement, executor=executor, concurrency=concurrency)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence this process's stderr (file descriptor 2) in the block.
+
+    While it connects, Ray's C++ client logs every failed attempt to stderr, once a second;
+    a user gets one line from us instead (the exception's text). Only for connecting to an
+    existing cluster: no Ray process is started meanwhile to inherit the silenced stream.
+    """
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @contextlib.contextmanager
