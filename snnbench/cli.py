@@ -1,6 +1,6 @@
 """The ``snnbench`` command line: parse, call the library, map outcomes to exit codes.
 
-Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout,
+Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout, lost,
 mismatch) or a regression was found; 2 usage or input errors (one line on stderr, nothing
 already written is touched).
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+EXEC_PANEL = "Executors (where cases run)"
 
 def _builtin_configs() -> tuple[str, ...]:
     """Names of the configs shipped as package data (``configs/*.toml``)."""
@@ -274,6 +277,48 @@ def run(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
+    executor: Annotated[str | None, typer.Option(
+        help="Where cases run: local (this machine, default), slurm (one array job, through "
+        "submitit) or ray.", rich_help_panel=EXEC_PANEL)] = None,
+    jobs: Annotated[int | None, typer.Option(
+        help="local: N CPU cases side by side, each on its own cores with its share of the "
+        "threads. Off by default: side-by-side timings are not comparable with one case at a "
+        "time (every row records its concurrency).", rich_help_panel=EXEC_PANEL)] = None,
+    gpus: Annotated[str | None, typer.Option(
+        help="local: GPUs to use, one case per GPU at a time (NVML indices or UUIDs, e.g. "
+        "0,1); each case is pinned by UUID.", rich_help_panel=EXEC_PANEL)] = None,
+    bind_cpus: Annotated[bool | None, typer.Option(
+        "--bind-cpus/--no-bind-cpus",
+        help="local --gpus: pin each case to the CPUs nearest its GPU.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    partition: Annotated[str | None, typer.Option(
+        help="slurm: partition.", rich_help_panel=EXEC_PANEL)] = None,
+    account: Annotated[str | None, typer.Option(
+        help="slurm: account.", rich_help_panel=EXEC_PANEL)] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        help="slurm: GPUs per array task (CUDA sweeps; default 1).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    timeout_min: Annotated[int | None, typer.Option(
+        help="slurm: time limit of one array task, in minutes.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    array_parallelism: Annotated[int | None, typer.Option(
+        help="slurm: array tasks running at once.", rich_help_panel=EXEC_PANEL)] = None,
+    cases_per_task: Annotated[int | None, typer.Option(
+        help="slurm: cases packed into one array task (run one after another).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    setup: Annotated[list[str] | None, typer.Option(
+        help="slurm: a shell line run before each array task (module load, activating an "
+        "environment); repeatable.", rich_help_panel=EXEC_PANEL)] = None,
+    image: Annotated[str | None, typer.Option(
+        help="slurm: an Apptainer image; each case runs in 'apptainer exec --nv IMAGE'.",
+        rich_help_panel=EXEC_PANEL)] = None,
+    slurm_cluster: Annotated[str | None, typer.Option(
+        help="slurm: 'slurm', or 'local' for submitit's local cluster on this machine (a "
+        "rehearsal without Slurm; never for GPU concurrency).",
+        rich_help_panel=EXEC_PANEL)] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="ray: the cluster's address (default $RAY_ADDRESS, else a new local instance).",
+        rich_help_panel=EXEC_PANEL)] = None,
     wheelhouse: Annotated[str | None, typer.Option(
         help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
         "offline.")] = None,
@@ -285,8 +330,13 @@ def run(
 
     --out must be a new or empty folder (or, with --resume, a run folder): nothing already in
     another folder is ever overwritten.
+
+    SIGINT (Ctrl-C) or SIGTERM stops it: finished cases are kept, running workers are killed
+    and 'snnbench run --resume --out DIR' finishes it, with any executor.
     """
     from snnbench.contract import CaseRecord, Job
+    from snnbench.executors import ExecutorSettings
+    from snnbench.lifeline import terminate_as_interrupt, termination_signal
     from snnbench.rundir import adapter_label
     from snnbench.runner import start_run
 
@@ -314,8 +364,27 @@ def run(
     if detach_reset is not None:
         network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
-        fail("--resume finishes a run with its recorded settings: give only --out")
+        fail("--resume finishes a run with its recorded settings: give only --out (and, if "
+             "you like, executor options)")
+    exec_overrides: dict[str, Any] = {}
+    for key, option in (("name", executor), ("jobs", jobs), ("bind_cpus", bind_cpus),
+                        ("slurm.partition", partition), ("slurm.account", account),
+                        ("slurm.gpus_per_node", gpus_per_node),
+                        ("slurm.timeout_min", timeout_min),
+                        ("slurm.array_parallelism", array_parallelism),
+                        ("slurm.cases_per_task", cases_per_task), ("slurm.image", image),
+                        ("slurm.cluster", slurm_cluster), ("ray.address", ray_address)):
+        if option is not None:
+            exec_overrides[key] = option
+    if gpus is not None:
+        exec_overrides["gpus"] = tuple(_split(gpus))
+    if setup:
+        exec_overrides["slurm.setup"] = tuple(setup)
     cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
+    executor_settings = None
+    if exec_overrides or not resume:
+        base = ExecutorSettings() if resume else cfg.executor
+        executor_settings = base.with_overrides(exec_overrides)
 
     # the bar starts with the first case: an error before it (a bad selection, an --out that
     # is not empty) stays one line on stderr
@@ -348,19 +417,24 @@ def run(
         (progress.console if bars else err_console).print(escape(line), highlight=False)
 
     try:
-        outcome = start_run(cfg, out, Path("results"), resume, on_progress,
-                            notify=on_environment)
+        with terminate_as_interrupt():
+            outcome = start_run(cfg, out, Path("results"), resume, on_progress,
+                                notify=on_environment, executor_settings=executor_settings)
     except KeyboardInterrupt as exc:
         if bars:
             progress.stop()
             bars.clear()
+        signum = termination_signal(exc)
+        code, what = ((128 + signum, f"stopped by {signal.Signals(signum).name}")
+                      if signum else (130, "interrupted"))
         folder = getattr(exc, "run_dir", None) or out
         where = f" --out {folder}" if folder else ""
         err_console.print(
-            f"interrupted: finished cases are kept; finish with 'snnbench run --resume{where}'",
+            f"{what}: finished cases are kept, running workers were stopped; finish with "
+            f"'snnbench run --resume{where}'",
             highlight=False, soft_wrap=True,
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(code) from None
     finally:
         if bars:  # a Progress never started would still print an empty line when stopped
             progress.stop()
@@ -453,6 +527,21 @@ def show(
     if format not in ("text", "md"):
         fail(f"--format must be text or md, got {format!r}")
     _print_run(run_dir, format)
+
+
+@app.command()
+def merge(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<run_id>).")],
+) -> None:
+    """Rebuild a run's tables and host list from its case records.
+
+    For a folder that cluster tasks kept writing into after 'snnbench run' stopped, or that
+    was assembled from several machines; 'run' does this by itself as cases finish.
+    """
+    from snnbench.runner import merge_run
+
+    count = merge_run(run_dir)
+    console.print(f"merged {count} case records into {run_dir}")
 
 
 @app.command()
@@ -651,7 +740,7 @@ def compare(
     A time change counts only when the median ratio passes --factor AND the samples differ
     significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median) AND the medians
     differ by at least the time floor; otherwise past the factor is shown as noise.
-    ok → error/oom/timeout/mismatch is a regression.
+    ok → error/oom/timeout/lost/mismatch is a regression.
     """
     from snnbench.compare import compare_runs, render
 

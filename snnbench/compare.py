@@ -21,7 +21,7 @@ memory (``peak_mem_bytes``)
     (:data:`MEM_FLOOR_BYTES`) is ``same`` whatever its ratio: on CPU the peak is resident-set
     growth, page- and allocator-granular, where identical runs differ by megabytes.
 case status
-    ok → error/oom/timeout/mismatch is ``new_failure`` (fails the gate, whatever the versions:
+    ok → error/oom/timeout/lost/mismatch is ``new_failure`` (fails the gate, whatever the versions:
     an upgrade that breaks a case is what the gate is for); the reverse is ``fixed``; failed on
     both sides is ``still_failing``; a case on one side only is ``added`` or ``removed``.
 comparability
@@ -495,6 +495,42 @@ def only_environment(run: Run, name: str) -> Run:
     if samples is not None:
         samples = samples[samples["environment"] == wanted].assign(environment="")
     return dataclasses.replace(run, summary=summary, samples=samples)
+def _concurrency(run: Run) -> list[int]:
+    """How many cases ran side by side, over the cases that ran (ok rows)."""
+    ran = run.summary[run.summary["status"] == "ok"]
+    return sorted({int(c) for c in ran["concurrency"] if c == c and int(c) > 0})
+
+
+def _hosts_used(run: Run) -> list[str]:
+    return sorted({h for h in run.summary["host"] if h})
+
+
+def _gpu_models(run: Run, hosts: list[str]) -> list[str]:
+    """GPU models of the machine records (manifest ``hosts``) of the hosts that ran cases."""
+    records = run.manifest.get("hosts") or []
+    return sorted({str(g.get("name")) for h in records if isinstance(h, dict)
+                   and h.get("host") in hosts for g in (h.get("gpus") or [])
+                   if isinstance(g, dict)})
+
+
+def placement_warnings(base: Run, cand: Run) -> list[str]:
+    """The two runs' cases ran on different hosts, or on different GPU models."""
+    warnings: list[str] = []
+    b_conc, c_conc = _concurrency(base), _concurrency(cand)
+    if b_conc and c_conc and b_conc != c_conc:
+        warnings.append(f"concurrency differs: {', '.join(map(str, b_conc))} → "
+                        f"{', '.join(map(str, c_conc))} cases side by side (timings taken side "
+                        "by side are not comparable with one case at a time)")
+    b_hosts, c_hosts = _hosts_used(base), _hosts_used(cand)
+    if b_hosts and c_hosts and b_hosts != c_hosts:
+        warnings.append(f"hosts differ: {', '.join(b_hosts)} → {', '.join(c_hosts)}")
+    # runs written before machine records have no "hosts": the manifest's GPU check covers them
+    if "hosts" in base.manifest and "hosts" in cand.manifest:
+        b_gpus, c_gpus = _gpu_models(base, b_hosts), _gpu_models(cand, c_hosts)
+        if b_gpus != c_gpus:
+            warnings.append(f"GPU models differ: {', '.join(b_gpus) or 'none'} → "
+                            f"{', '.join(c_gpus) or 'none'}")
+    return warnings
 
 
 def compare(
@@ -545,7 +581,7 @@ def compare(
         alpha=alpha,
         time_floors=time_floors,
         mem_floors=mem_floors,
-        warnings=manifest_warnings(base.manifest, cand.manifest),
+        warnings=manifest_warnings(base.manifest, cand.manifest) + placement_warnings(base, cand),
         environments=environments,
     )
     b_cases, c_cases = _cases(base), _cases(cand)

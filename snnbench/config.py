@@ -8,6 +8,7 @@ A config has three parts::
                  # and the cases are the union over tables of each table's cartesian product
     [environments.NAME]   # zero or more library environments layered over the base one:
     requirements = ["spikingjelly==0.0.0.0.14", "cupy-cuda12x"]   # selected as adapter@NAME
+    [executor]   # optional: where the cases run (snnbench.executors.settings)
 
 Unknown keys anywhere are errors: a typo must never silently fall back to a default.
 """
@@ -26,6 +27,7 @@ from typing import Any
 import tomllib
 
 from snnbench.errors import UserError
+from snnbench.executors.settings import ExecutorSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError, shown
 from snnbench.timing import MeasureSettings
@@ -141,6 +143,7 @@ class RunConfig:
     sweeps: tuple[Mapping[str, tuple[Any, ...]], ...] = ()
     #: library environments by name (``[environments.NAME] requirements = [...]``)
     environments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
 
     def cases(self) -> list[NetworkSpec]:
         """Every distinct case, in sweep order (duplicates across tables are dropped)."""
@@ -173,6 +176,7 @@ class RunConfig:
             "sweep": [{k: list(v) for k, v in table.items()} for table in self.sweeps],
             "environments": {name: {"requirements": list(reqs)}
                              for name, reqs in self.environments.items()},
+            "executor": self.executor.to_dict(),
         }
 
     @classmethod
@@ -180,11 +184,12 @@ class RunConfig:
         """Validate plain data (parsed TOML or a manifest's config)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: a config must be a table, got {shown(data)}")
-        unknown = sorted(str(k) for k in set(data) - {"run", "network", "sweep", "environments"})
+        tables = {"run", "network", "sweep", "environments", "executor"}
+        unknown = sorted(str(k) for k in set(data) - tables)
         if unknown:
             raise ConfigError(
                 f"{source}: unknown table(s) {', '.join(unknown)} (expected run, network, sweep, "
-                "environments)"
+                "environments, executor)"
             )
         run = _run_settings(data.get("run", {}), source)
         network = _network(data.get("network", {}), source)
@@ -195,7 +200,9 @@ class RunConfig:
             raise ConfigError(f"{source}: 'sweep' must be a list of tables ([[sweep]])")
         sweeps = tuple(_sweep_table(t, source) for t in sweeps_raw)
         environments = _environments(data.get("environments", {}), source)
-        config = cls(run=run, network=network, sweeps=sweeps, environments=environments)
+        executor = ExecutorSettings.from_dict(data.get("executor"), source)
+        config = cls(run=run, network=network, sweeps=sweeps, environments=environments,
+                     executor=executor)
         config.cases()  # validate every case now, not halfway through a sweep
         return config
 
@@ -222,6 +229,7 @@ class RunConfig:
         config = RunConfig(
             run=settings, network=network, sweeps=tuple(t for t in sweeps if t),
             environments=self.environments,
+            executor=self.executor,
         )
         config.cases()
         return config

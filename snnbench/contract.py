@@ -114,7 +114,8 @@ class Placement:
     gpu_uuid: str = ""
     #: CPU cores the worker was bound to (empty: not bound)
     cpus: tuple[int, ...] = ()
-    #: cases that ran side by side on this host, this one included
+    #: cases that ran side by side on this host, this one included (for Slurm and Ray: the
+    #: most the engine was allowed to run at once); 0 for a case decided without running
     concurrency: int = 1
     #: the engine's id for the job that ran it (Slurm array task, Ray task), "" locally
     engine_job_id: str = ""

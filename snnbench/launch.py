@@ -8,6 +8,10 @@ Two clocks guard a worker. Until it touches :attr:`Job.prepared_marker` it is pr
 (importing its library, building a CUDA extension on first use) under
 :attr:`Job.prepare_timeout_s`; from then on the timed case runs under :attr:`Job.timeout_s`.
 A first-use build therefore never eats the case's time limit.
+
+A worker dies with the process that started it (:mod:`snnbench.lifeline`), is pinned to the
+CPUs of its :class:`~snnbench.contract.Placement`, and is killed when its executor is stopped
+(``stop``): no worker outlives its sweep.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from snnbench.contract import CaseRecord, ContractError, Job
+from snnbench.lifeline import PARENT_PID_VAR
 
 #: how often the parent looks at the worker and its marker file
 POLL_S = 0.05
@@ -37,10 +44,18 @@ class Exit:
     wall_s: float = 0.0
 
 
-def worker_command(job: Job, job_path: Path) -> list[str]:
-    """The worker's command line, under the job's environment interpreter."""
-    python = job.environment.python or sys.executable
-    return [python, "-m", "snnbench.worker", str(job_path)]
+class Cancelled(Exception):
+    """The executor stopped (interrupt, or its engine is shutting down): the worker was killed."""
+
+
+def worker_command(job: Job, job_path: Path, prefix: Sequence[str] = ()) -> list[str]:
+    """The worker's command line, under the job's environment interpreter.
+
+    ``prefix`` wraps it (``apptainer exec --nv IMAGE``); inside a container the interpreter
+    is the container's ``python`` unless the job names one.
+    """
+    python = job.environment.python or ("python" if prefix else sys.executable)
+    return [*prefix, python, "-m", "snnbench.worker", str(job_path)]
 
 
 def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -48,30 +63,55 @@ def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str
     env = dict(os.environ if base is None else base)
     env.update(job.env_vars)
     env["PYTHONUNBUFFERED"] = "1"
+    env[PARENT_PID_VAR] = str(os.getpid())
     return env
 
 
-def run_worker(job: Job, job_dir: Path, log_path: Path) -> CaseRecord:
+@contextlib.contextmanager
+def pinned_thread(cpus: Sequence[int]) -> Iterator[None]:
+    """Run the block with this thread pinned to ``cpus`` (nothing when empty).
+
+    A new process starts with the CPU affinity of the thread that spawns it, so the worker is
+    pinned from its first instruction: the thread pools its libraries create at import
+    inherit it. (A pre-exec hook would do the same but forces ``fork`` over ``vfork``, unsafe
+    in a threaded parent.) On Linux the affinity of pid 0 is the calling thread's only.
+    """
+    if not cpus or not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | None = None,
+               prefix: Sequence[str] = ()) -> CaseRecord:
     """Write ``job`` into ``job_dir``, run its worker, and return its record.
 
     ``job.result_path`` must lie in ``job_dir``. The record is the worker's own when it wrote
     one; otherwise one the parent builds from the exit (timeout, signal, exit code) and the
-    last lines of the log.
+    last lines of the log. When ``stop`` is set the worker is killed and :class:`Cancelled`
+    raised. The calling thread waits for the worker: it must, since the kernel's
+    parent-death signal fires when the thread that started a process exits.
     """
     job_path = job_dir / "job.json"
     job.write(job_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            worker_command(job, job_path),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=worker_environment(job),
-            start_new_session=True,  # its own process group: a timeout kills its children too
-        )
+        with pinned_thread(job.placement.cpus):
+            proc = subprocess.Popen(
+                worker_command(job, job_path, prefix),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=worker_environment(job),
+                start_new_session=True,  # its own process group: a timeout kills its children
+            )
         try:
-            exit_ = wait_for_worker(proc, job)
+            exit_ = wait_for_worker(proc, job, stop)
         except BaseException:
             kill_group(proc)
             raise
@@ -87,12 +127,15 @@ def run_worker(job: Job, job_dir: Path, log_path: Path) -> CaseRecord:
     return record
 
 
-def wait_for_worker(proc: subprocess.Popen[bytes], job: Job) -> Exit:
+def wait_for_worker(proc: subprocess.Popen[bytes], job: Job,
+                    stop: threading.Event | None = None) -> Exit:
     """Wait for the worker under the prepare limit, then under the case limit."""
     started = time.monotonic()
     marker = job.prepared_marker
     case_started: float | None = None
     while True:
+        if stop is not None and stop.is_set():
+            raise Cancelled(f"{job.key}: stopped")
         try:
             returncode = proc.wait(timeout=POLL_S)
         except subprocess.TimeoutExpired:

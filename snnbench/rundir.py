@@ -142,7 +142,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     sample_frame: pd.DataFrame | None = None
     sample_file = root / schema.SAMPLES_PARQUET
     if samples and sample_file.is_file():
-        sample_frame = with_added_columns(_read_table(sample_file, "samples"))
+        sample_frame = with_added_columns(_read_table(sample_file, "samples"),
+                                          schema.SAMPLE_COLUMNS)
         missing = [c for c in schema.SAMPLE_COLUMNS if c not in sample_frame.columns]
         if missing:
             raise RunDirError(f"damaged samples in {root}: missing columns {', '.join(missing)}")
@@ -156,12 +157,14 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 
 
-def with_added_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` with the columns of :data:`schema.ADDED_COLUMN_DEFAULTS` it lacks
-    (a run written before they existed), filled with their defaults."""
+def with_added_columns(frame: pd.DataFrame,
+                       columns: tuple[str, ...] = schema.SUMMARY_COLUMNS) -> pd.DataFrame:
+    """A copy of ``frame`` (a table with ``columns``) with the columns of
+    :data:`schema.ADDED_COLUMN_DEFAULTS` it lacks (a run written before they existed), filled
+    with their defaults."""
     frame = frame.copy()
     for column, default in schema.ADDED_COLUMN_DEFAULTS.items():
-        if column not in frame.columns:
+        if column in columns and column not in frame.columns:
             frame[column] = default
     return frame
 

@@ -8,8 +8,10 @@ code) into a status with a message.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -22,7 +24,9 @@ from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
-from snnbench.executors import Executor, LocalExecutor
+from snnbench.executors import Executor, ExecutorSettings, make_executor
+from snnbench.executors.placement import hostname
+from snnbench.executors.remote import CANCEL, HEARTBEAT
 from snnbench.libenv import (
     Base,
     BuildSettings,
@@ -34,8 +38,9 @@ from snnbench.libenv import (
     prepare,
     version_request,
 )
+from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.registry import AdapterEntry, discover
-from snnbench.schema import FAILED_STATUSES, JOBS_DIR
+from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
 from snnbench.spec import NetworkSpec
 from snnbench.storage import RunDir, StorageError, WriteError, interrupted_write
 
@@ -358,6 +363,17 @@ def plan_jobs(tasks: list[Task], settings: RunSettings,
     return jobs
 
 
+def retry_attempts(run_dir: RunDir) -> dict[str, int]:
+    """Keys whose record says the engine lost the case, with the attempt that lost it."""
+    attempts: dict[str, int] = {}
+    for path in sorted(run_dir.cases_dir.glob("*.json")):
+        with contextlib.suppress(UserError):
+            record = CaseRecord.read(path)
+            if record.status in RETRY_STATUSES:
+                attempts[path.stem] = record.placement.attempt
+    return attempts
+
+
 def execute(
     jobs: list[Job],
     run_dir: RunDir,
@@ -367,9 +383,17 @@ def execute(
     progress: ProgressCallback | None = None,
 ) -> Iterator[CaseRecord]:
     """Run the jobs the folder lacks, storing each record and rebuilding the tables as it
-    arrives (in the order the executor finishes them)."""
-    done = run_dir.finished_keys()
-    pending = [job for job in jobs if job.key not in done]
+    arrives (in the order the executor finishes them). A case an engine lost runs again, as
+    its next attempt."""
+    lost = retry_attempts(run_dir)
+    done = run_dir.finished_keys() - set(lost)
+    pending = []
+    for job in jobs:
+        if job.key in lost:
+            job = dataclasses.replace(job, placement=dataclasses.replace(
+                job.placement, attempt=lost[job.key] + 1))
+        if job.key not in done:
+            pending.append(job)
     total = len(pending)
     finished = 0
 
@@ -388,6 +412,9 @@ def execute(
         if record is None:
             runnable.append(job)
         else:
+            # decided here without running: no case ran beside it
+            record.placement = dataclasses.replace(record.placement, executor=executor.name,
+                                                   concurrency=0)
             yield store(job, record)
     by_key = {job.key: job for job in runnable}
 
@@ -396,10 +423,44 @@ def execute(
             progress("start", finished + 1, total, job, None)
 
     work_dir = run_dir.path / JOBS_DIR
-    for record in executor.run(runnable, work_dir, run_dir.path / "logs", started):
-        yield store(by_key.get(record.key, runnable[0]), record)
+    records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
+    try:
+        for record in records:
+            yield store(by_key.get(record.key, runnable[0]), record)
+    finally:
+        # an interrupt or a failure here stops the executor's running cases at once
+        with contextlib.suppress(Exception):
+            records.close()  # type: ignore[attr-defined]
+        executor.close()
+        clean_work_dir(work_dir, [job.key for job in runnable])
+
+
+def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
+    """Once the executor has stopped: remove what its cases left in the jobs folder (an
+    engine may SIGKILL a worker, which then cannot clean up: Ray does on a cancel), then the
+    folder itself when nothing else is in it."""
+    for key in keys:
+        shutil.rmtree(work_dir / key, ignore_errors=True)
+    for name in (HEARTBEAT, CANCEL):
+        with contextlib.suppress(OSError):
+            (work_dir / name).unlink()
     with contextlib.suppress(OSError):
-        work_dir.rmdir()  # only when empty: a cluster executor may still own folders there
+        work_dir.rmdir()  # only when empty: a cluster task may still own folders there
+
+
+def choose_executor(settings: ExecutorSettings, device: str, threads: int) -> Executor:
+    """The executor for a sweep, checked before anything is written (exit 2 when unusable)."""
+    executor = make_executor(settings, device, threads)
+    executor.check()
+    return executor
+
+
+def share_threads(config: RunConfig, executor: Executor) -> RunConfig:
+    """``config`` with each case's threads capped to its share of the cores (``--jobs``)."""
+    share = executor.threads_per_case()
+    if share is None or config.run.resolved_threads <= share:
+        return config
+    return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=share))
 
 
 def start_run(
@@ -410,14 +471,16 @@ def start_run(
     progress: ProgressCallback | None = None,
     executor: Executor | None = None,
     notify: NotifyCallback | None = None,
+    executor_settings: ExecutorSettings | None = None,
 ) -> SweepOutcome:
     """Create (or resume) a run folder and run the sweep into it.
 
     Library environments are resolved and built (or reused) before the run folder is touched
-    and before any case runs.
+    and before any case runs. The executor is ``executor``, else built from
+    ``executor_settings``, else from the config's ``[executor]`` table (a resumed run: the one
+    given now, any executor works).
     """
     entries = discover()
-    executor = executor or LocalExecutor()
     if resume:
         if out is None:
             raise StorageError("--resume needs --out pointing at the run folder to finish")
@@ -434,36 +497,57 @@ def start_run(
                 manifest["environments"] = [env.to_dict() for env in built]
                 manifest.pop("schema_version", None)
                 run_dir.write_manifest(manifest)
+            if executor is None:
+                executor = choose_executor(executor_settings or config.executor, device,
+                                           config.run.resolved_threads)
+            config = share_threads(config, executor)
         except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
+            if executor is not None:
+                executor.close()
             run_dir.unlock()
             raise
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
-        if out is not None:
-            RunDir.check_new(out)
-        # environment errors (exit 2) before any write, and every build before any case
-        tasks, built = build_environments(tasks, config.run, notify)
-        run_dir = RunDir.create(out or results_root / run_id)
-        run_dir.lock()
-        manifest = new_manifest(run_id, config, tasks, device)
-        if built:
-            manifest["environments"] = [env.to_dict() for env in built]
+        if executor is None:
+            executor = choose_executor(executor_settings or config.executor, device,
+                                       config.run.resolved_threads)
+        config = share_threads(config, executor)
+        locked: RunDir | None = None
         try:
+            if out is not None:
+                RunDir.check_new(out)
+            # environment errors (exit 2) before any write, and every build before any case
+            tasks, built = build_environments(tasks, config.run, notify)
+            run_dir = RunDir.create(out or results_root / run_id)
+            run_dir.lock()
+            locked = run_dir
+            manifest = new_manifest(run_id, config, tasks, device)
+            if built:
+                manifest["environments"] = [env.to_dict() for env in built]
             run_dir.write_manifest(manifest)
         except BaseException:  # e.g. a full disk: release (and remove) the lock
-            run_dir.unlock()
+            if locked is not None:
+                locked.unlock()
+            executor.close()
             raise
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
+    started = now_utc()
     try:
+        if executor.name == "local":
+            write_machine_record(run_dir.path, hostname(), executor.name)
         jobs = plan_jobs(tasks, config.run, entries)
-        outcome.skipped_existing = len({j.key for j in jobs} & run_dir.finished_keys())
+        outcome.skipped_existing = len({j.key for j in jobs} & (
+            run_dir.finished_keys() - set(retry_attempts(run_dir))))
         for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
         manifest = run_dir.read_manifest()
         manifest["finished_utc"] = now_utc()
+        manifest.setdefault("executions", []).append(
+            {**executor.describe(), "started_utc": started, "finished_utc": now_utc()})
+        manifest["hosts"] = read_machine_records(run_dir.path)
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
     except (WriteError, OSError) as exc:
@@ -476,6 +560,30 @@ def start_run(
         run_dir.unlock()
         executor.close()
     return outcome
+
+
+def merge_run(path: Path) -> int:
+    """Rebuild a run folder's tables and its manifest's host list from its case records.
+
+    For a folder cluster tasks wrote into after the submitting process died, or by hand.
+    Returns the number of case records. Refused while a live run holds the folder.
+    """
+    run_dir = RunDir.open_existing(path)
+    run_dir.lock()
+    try:
+        manifest = run_dir.read_manifest()
+        run_id = str(manifest["run_id"])
+        records = run_dir.case_records()
+        if not records:
+            raise StorageError(f"{path} has no case records to merge")
+        run_dir.rebuild_tables(run_id)
+        manifest["hosts"] = read_machine_records(run_dir.path)
+        manifest["merged_utc"] = now_utc()
+        manifest.pop("schema_version", None)
+        run_dir.write_manifest(manifest)
+        return len(records)
+    finally:
+        run_dir.unlock()
 
 
 def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> dict[str, Any]:

@@ -19,13 +19,19 @@ CASES_DIR: Final = "cases"
 LOCK_FILE: Final = ".lock"
 #: one folder per running case (its job file and the worker's result), removed when it is stored
 JOBS_DIR: Final = "jobs"
+#: one machine record per host that ran cases (``<host>.json``); the manifest lists them
+HOSTS_DIR: Final = "hosts"
 
-Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout"]
+#: ``lost``: a cluster engine lost the case (node failure, job cancelled or killed for memory
+#: by the scheduler) before it reported; ``--resume`` runs it again
+Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout", "lost"]
 STATUSES: Final[tuple[str, ...]] = get_args(Status)
 #: statuses that do not fail a run (exit code 0)
 BENIGN_STATUSES: Final = frozenset({"ok", "unavailable", "skipped"})
 #: statuses that mean the case broke (exit code 1)
-FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout"})
+FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout", "lost"})
+#: statuses ``--resume`` treats as missing (the case never reported)
+RETRY_STATUSES: Final = frozenset({"lost"})
 
 Phase = Literal["forward", "backward", "step", "setup", "case"]
 #: timed phases, in the order they are measured
@@ -103,6 +109,11 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "environment",
     "requirements",
     "packages",
+    # placement: where and beside how many other cases it ran
+    "executor",
+    "host",
+    "gpu_uuid",
+    "concurrency",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -128,10 +139,14 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 
 #: columns added after runs were first written, with the value every older run implicitly
 #: had: readers fill them in, so older run folders (baselines) stay readable
-ADDED_COLUMN_DEFAULTS: Final[dict[str, str]] = {
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
     "environment": "",
     "requirements": "",
     "packages": "",
+    "executor": "local",
+    "host": "",
+    "gpu_uuid": "",
+    "concurrency": 1,
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -141,11 +156,11 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
-    "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers",
+    "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
 )
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
-    "requirements", "packages",
+    "requirements", "packages", "executor", "host", "gpu_uuid",
 )

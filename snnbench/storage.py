@@ -395,6 +395,10 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             "allow_mismatch": record.allow_mismatch,
             "requirements": "; ".join(record.environment.requirements),
             "packages": environment_packages(record),
+            "executor": record.placement.executor,
+            "host": record.placement.host,
+            "gpu_uuid": record.placement.gpu_uuid,
+            "concurrency": record.placement.concurrency,
         }
         measurements = record.samples
         if record.status != "ok" or not measurements:

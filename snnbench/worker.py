@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from snnbench import lifeline
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
 from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
 from snnbench.energy import measure_energy
@@ -305,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m snnbench.worker JOB.json", file=sys.stderr)
         return 2
+    # first: a worker whose parent dies removes its job folder and ends with it
+    lifeline.arm(Path(args[0]).parent)
     try:
         job = Job.read(Path(args[0]))
     except ContractError as exc:

@@ -6,6 +6,8 @@ import importlib
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,58 @@ from snnbench.spec import NetworkSpec
 
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
+#: every process the tests start inherits this variable: its value tags them as ours
+TAG_VAR = "SNNBENCH_TEST_TAG"
+#: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers)
+SWEEP_PROCESSES = ("snnbench.worker", "submitit.core._submit", "submitit.local._local")
+
+
+def tagged_processes(tag: str, markers: tuple[str, ...] = SWEEP_PROCESSES) -> list[str]:
+    """Live processes started under ``TAG_VAR=tag`` whose command line has a marker,
+    wherever they were re-parented to (a leaked worker's parent is PID 1)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if not any(m in cmdline for m in markers):
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(TAG_VAR, "").startswith(tag):
+                found.append(f"pid {proc.pid} (parent {proc.ppid()}): {cmdline[:160]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_until_gone(tag: str, timeout: float = 10.0) -> list[str]:
+    """``tagged_processes(tag)`` once none is left, or what is left after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = tagged_processes(tag)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests() -> Iterator[str]:
+    """Fail the run when a worker (or a submitit task) it started is still alive at its end:
+    no process outlives its sweep, in tests too."""
+    tag = f"session-{uuid.uuid4().hex}"
+    os.environ[TAG_VAR] = tag
+    yield tag
+    left = wait_until_gone(tag)
+    assert not left, "processes outlived the test run:\n" + "\n".join(left)
+
+
+@pytest.fixture
+def process_tag(no_process_outlives_the_tests: str) -> Iterator[str]:
+    """A tag for one test's processes (a prefix of the session's: the session check sees them)."""
+    tag = f"{no_process_outlives_the_tests}-{uuid.uuid4().hex[:8]}"
+    yield tag
 
 
 @pytest.fixture
@@ -98,3 +152,29 @@ def assert_repeatable(model: Model, spec: NetworkSpec, steps: int = 3) -> None:
         np.testing.assert_array_equal(spikes, first_spikes)
         for a, b in zip(grad_w + grad_b, first_w + first_b, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One local Ray instance for the whole session (a start takes seconds): 2 CPUs and 2
+    logical GPUs (Ray counts GPUs, it needs none). Its workers see the fake adapters and a
+    probe folder; yields the address (for CLI runs) and that folder."""
+    ray = pytest.importorskip("ray")
+    probe_dir = tmp_path_factory.mktemp("ray-probe")
+    path = os.pathsep.join(p for p in (str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", ""))
+                           if p)
+    env = {"PYTHONPATH": path, "SNNBENCH_FAKE_PROBE_DIR": str(probe_dir)}
+    # Ray's processes inherit this environment: the fake adapters are found by the workers of
+    # every driver (a CLI run too), and the rest of the session keeps its own PYTHONPATH
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", path)
+    try:
+        context = ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+                           logging_level="WARNING", runtime_env={"env_vars": env},
+                           _system_config={"task_oom_retries": 0})
+    finally:
+        mp.undo()
+    try:
+        yield {"address": str(context.address_info["gcs_address"]), "probe_dir": str(probe_dir)}
+    finally:
+        ray.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from snnbench.contract import CaseRecord, Job
 from snnbench.errors import UserError
@@ -23,10 +24,25 @@ class Executor(ABC):
     ``work_dir`` holds one folder per job (its ``job.json`` and the worker's result); a cluster
     executor needs it on a filesystem its nodes share. ``log_dir`` receives one log per job,
     named after the job's key.
+
+    The life of an executor: :meth:`check` (before anything is written: a missing engine or a
+    bad option is a :class:`ExecutorError`), :meth:`run`, then :meth:`close`, which stops
+    whatever still runs (also after an interrupt).
     """
 
     #: the name used on the command line (``--executor``) and recorded in each row
     name: str = ""
+
+    def check(self) -> None:
+        """Raise :class:`ExecutorError` when this executor cannot run here, as configured."""
+
+    def threads_per_case(self) -> int | None:
+        """The most CPU threads one case may use (its share of the cores), None for no limit."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about how the sweep was spread out."""
+        return {"name": self.name}
 
     @abstractmethod
     def run(self, jobs: Iterable[Job], work_dir: Path, log_dir: Path,
@@ -34,4 +50,4 @@ class Executor(ABC):
         """Run every job; yield one record per job, in the order they finish."""
 
     def close(self) -> None:
-        """Release the engine (cluster connections, pools); idempotent."""
+        """Stop what still runs and release the engine (connections, pools); idempotent."""

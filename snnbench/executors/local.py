@@ -1,14 +1,29 @@
-"""``local``: one case at a time on this machine (the default, and the reference for timing)."""
+"""``local``: cases on this machine; one at a time by default (the reference for timing).
+
+With several :class:`~snnbench.executors.placement.Slot` s (``--jobs N``: N CPU sets;
+``--gpus 0,1``: one GPU each) one thread per slot runs one case at a time in that slot, so at
+most N cases run side by side, each pinned to its own cores or GPU. Timings taken side by side
+are not comparable with sequential ones (shared caches, memory bandwidth, clocks): every row
+records its concurrency.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import queue
 import shutil
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from snnbench.contract import CaseRecord, Job
+from snnbench.contract import CaseRecord, Job, Placement
 from snnbench.executors.base import Executor, JobStarted
-from snnbench.launch import run_worker
+from snnbench.executors.placement import Slot, hostname
+from snnbench.launch import Cancelled, run_worker
+
+#: how often the collecting thread wakes up (an interrupt is handled within this time)
+POLL_S = 0.1
 
 
 def job_folder(work_dir: Path, job: Job) -> Path:
@@ -19,23 +34,115 @@ def job_folder(work_dir: Path, job: Job) -> Path:
     return folder
 
 
+def place(job: Job, slot: Slot, executor: str, concurrency: int, engine_job_id: str = "") -> Job:
+    """``job`` pinned to ``slot``: its CPUs, its GPU's environment, and the placement recorded."""
+    placement = Placement(
+        executor=executor, host=hostname(), gpu_uuid=slot.gpu_uuid, cpus=slot.cpus,
+        concurrency=concurrency, engine_job_id=engine_job_id, attempt=job.placement.attempt,
+    )
+    env = dict(job.env)
+    env.update(slot.env)
+    return dataclasses.replace(job, placement=placement, env=tuple(sorted(env.items())))
+
+
 class LocalExecutor(Executor):
-    """Runs the jobs one after another, each in a fresh worker process."""
+    """Runs the jobs on this machine, one per slot at a time, each in a fresh worker process."""
 
     name = "local"
 
+    def __init__(self, slots: Sequence[Slot] | None = None) -> None:
+        self.slots = list(slots) if slots else [Slot(0)]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def concurrency(self) -> int:
+        return len(self.slots)
+
+    def threads_per_case(self) -> int | None:
+        if all(s.cpus for s in self.slots) and not any(s.gpu_uuid for s in self.slots):
+            return min(len(s.cpus) for s in self.slots)
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "concurrency": self.concurrency,
+                "slots": [{"cpus": list(s.cpus), "gpu_uuid": s.gpu_uuid} for s in self.slots]}
+
     def run(self, jobs: Iterable[Job], work_dir: Path, log_dir: Path,
             on_start: JobStarted | None = None) -> Iterator[CaseRecord]:
+        if len(self.slots) == 1:
+            for job in jobs:
+                placed = place(job, self.slots[0], self.name, 1)
+                if on_start is not None:
+                    on_start(placed)
+                yield run_in_folder(placed, work_dir, log_dir, self._stop)
+            return
+        yield from self._run_side_by_side(list(jobs), work_dir, log_dir, on_start)
+
+    def _run_side_by_side(self, jobs: list[Job], work_dir: Path, log_dir: Path,
+                          on_start: JobStarted | None) -> Iterator[CaseRecord]:
+        todo: queue.SimpleQueue[Job] = queue.SimpleQueue()
         for job in jobs:
-            if on_start is not None:
-                on_start(job)
-            yield run_in_folder(job, work_dir, log_dir)
+            todo.put(job)
+        # events from the slot threads; progress callbacks run here, in the caller's thread
+        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+
+        def serve(slot: Slot) -> None:
+            while not self._stop.is_set():
+                try:
+                    job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                placed = place(job, slot, self.name, len(self.slots))
+                events.put(("start", placed))
+                try:
+                    events.put(("done", run_in_folder(placed, work_dir, log_dir, self._stop)))
+                except Cancelled:
+                    return
+                except BaseException as exc:  # handed to the caller's thread, never lost
+                    events.put(("raise", exc))
+                    return
+
+        self._threads = [threading.Thread(target=serve, args=(slot,), daemon=True,
+                                          name=f"snnbench-slot-{slot.index}")
+                         for slot in self.slots]
+        for thread in self._threads:
+            thread.start()
+        done = 0
+        try:
+            while done < len(jobs):
+                try:
+                    kind, item = events.get(timeout=POLL_S)
+                except queue.Empty:
+                    if not any(t.is_alive() for t in self._threads) and events.empty():
+                        break
+                    continue
+                if kind == "start":
+                    if on_start is not None:
+                        on_start(item)
+                elif kind == "done":
+                    done += 1
+                    yield item
+                else:
+                    raise item
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill running workers (each slot thread kills its own) and wait for the threads."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
 
 
-def run_in_folder(job: Job, work_dir: Path, log_dir: Path) -> CaseRecord:
+def run_in_folder(job: Job, work_dir: Path, log_dir: Path,
+                  stop: threading.Event | None = None,
+                  prefix: Sequence[str] = ()) -> CaseRecord:
     """Run ``job`` in its own folder under ``work_dir`` and remove that folder afterwards."""
     folder = job_folder(work_dir, job)
     try:
-        return run_worker(job.with_result_in(folder), folder, log_dir / f"{job.key}.log")
+        return run_worker(job.with_result_in(folder), folder, log_dir / f"{job.key}.log",
+                          stop, prefix)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

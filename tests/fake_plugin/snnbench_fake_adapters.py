@@ -161,3 +161,60 @@ class SlowPrepareAdapter(_Base):
 
     def check_variant(self, variant: str, device: str) -> None:
         time.sleep(float(os.environ.get("SNNBENCH_FAKE_PREPARE_S", "2")))
+
+
+class SlowAdapter(_Base):
+    """Forward sleeps ``SNNBENCH_FAKE_SLOW_S`` seconds (default 0.05): a case to interrupt."""
+
+    name = "fake-slow"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        return NumpyModel(data, sleep_fwd=float(os.environ.get("SNNBENCH_FAKE_SLOW_S", "0.05")))
+
+
+class ProbeAdapter(_Base):
+    """Runs on "cpu" and "cuda" (NumPy either way) and writes where its worker was placed
+    (CPU affinity, visible GPUs, thread variables) to ``$SNNBENCH_FAKE_PROBE_DIR/<key>.json``."""
+
+    name = "fake-probe"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(devices=("cpu", "cuda"))
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import json
+
+        folder = os.environ.get("SNNBENCH_FAKE_PROBE_DIR")
+        if folder:
+            seen = {
+                "pid": os.getpid(),
+                "neurons": spec.neurons,
+                "device": device,
+                "affinity": sorted(os.sched_getaffinity(0)),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
+                "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                "start": time.time(),
+            }
+            path = os.path.join(folder, f"{device}-{spec.neurons}-{os.getpid()}.json")
+            with open(path, "w") as handle:
+                json.dump(seen, handle)
+        return NumpyModel(data, sleep_fwd=float(os.environ.get("SNNBENCH_FAKE_SLOW_S", "0")))
+
+
+class KillParentAdapter(_Base):
+    """Kills the process that started its worker (a Ray task's process: WorkerCrashedError).
+    Never run it under the local executor: its parent is the sweep itself."""
+
+    name = "fake-kill-parent"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import signal
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            parent = handle.read().decode(errors="replace")
+        if not parent.startswith("ray::"):  # a safety catch: only ever a Ray task's process
+            raise RuntimeError(f"fake-kill-parent refuses to kill a non-Ray parent: {parent!r}")
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(30)  # the kernel's parent-death signal ends this worker first
+        return NumpyModel(data)

@@ -1,0 +1,69 @@
+"""One machine record per host that ran cases of a run: ``<run>/hosts/<host>.json``.
+
+A sweep spread over a cluster runs on many machines. Like asv's one-folder-per-machine, each
+host writes its own record (CPU, GPUs, driver, package versions, container image) once, so
+merging is trivial: the manifest's ``hosts`` lists them all, and every case row names its host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from snnbench.contract import now_utc
+from snnbench.environment import collect_environment
+from snnbench.schema import HOSTS_DIR
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "unknown"
+
+
+def container_info(image: str) -> dict[str, Any] | None:
+    """What a run records about an Apptainer image (path, size, modification time)."""
+    if not image:
+        return None
+    info: dict[str, Any] = {"runtime": "apptainer", "image": image}
+    with contextlib.suppress(OSError):
+        stat = os.stat(image)
+        info["bytes"] = stat.st_size
+        info["modified_utc"] = stat.st_mtime
+    return info
+
+
+def machine_record(host: str, executor: str, image: str = "") -> dict[str, Any]:
+    """This machine as a run records it."""
+    environment = collect_environment()
+    if image:
+        environment["image"] = container_info(image)
+    return {"host": host, "executor": executor, "recorded_utc": now_utc(), **environment}
+
+
+def write_machine_record(run_dir: Path, host: str, executor: str, image: str = "") -> Path:
+    """Write this host's record into the run folder, unless it already has one."""
+    from snnbench.storage import atomic_write_json
+
+    folder = run_dir / HOSTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_safe(host)}.json"
+    if not path.exists():
+        atomic_write_json(path, machine_record(host, executor, image))
+    return path
+
+
+def read_machine_records(run_dir: Path) -> list[dict[str, Any]]:
+    """Every host's record, by host name (a damaged one is skipped: the cases still name it)."""
+    from snnbench.storage import StorageError, read_json
+
+    records = []
+    for path in sorted((run_dir / HOSTS_DIR).glob("*.json")):
+        try:
+            data = read_json(path)
+        except StorageError:
+            continue
+        if isinstance(data, dict):
+            records.append(data)
+    return records
