@@ -34,7 +34,7 @@ GPU_CHECK_ARGS ?=
 
 help:
 	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
-	@echo "make test      set up .venv, then run the test suite"
+	@echo "make test      set up .venv, then ruff + mypy and the test suite"
 	@echo "make check     ruff + mypy"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
 	@echo "make gpu-setup [GPU_PYTHON=...] [WHEELHOUSE=dir]   CUDA builds + GPU libraries"
@@ -59,14 +59,15 @@ $(STAMP): pyproject.toml Makefile
 bench: setup
 	$(VENV)/bin/snnbench run --config $(CONFIG)
 
-test: setup
+# lint and types first: CI runs make test, so a type or lint error fails the build
+test: setup check
 	$(VENV)/bin/pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check snnbench adapters tests docker examples scripts
 
 typecheck: setup
-	$(VENV)/bin/mypy snnbench
+	$(VENV)/bin/mypy snnbench adapters
 
 check: lint typecheck
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,7 +60,7 @@ def make_spike_fn(spec: NetworkSpec) -> Callable[[torch.Tensor], torch.Tensor]:
     name, slope = spec.surrogate, float(spec.surrogate_slope)
 
     def spike(u: torch.Tensor) -> torch.Tensor:
-        return _Heaviside.apply(u, name, slope)  # type: ignore[no-any-return]
+        return _Heaviside.apply(u, name, slope)  # type: ignore[no-any-return,no-untyped-call]
 
     return spike
 
@@ -117,7 +117,7 @@ class TorchModel(Model):
         return self.network(self.x)
 
     def backward(self, handle: torch.Tensor) -> None:
-        handle.sum().backward()
+        handle.sum().backward()  # type: ignore[no-untyped-call]
 
     def zero_grad(self) -> None:
         for p in self.linears.parameters():
@@ -308,7 +308,7 @@ def compile_unavailable_reason(device: str) -> str | None:
     """
     import torch._dynamo
 
-    if not torch._dynamo.is_dynamo_supported():
+    if not torch._dynamo.is_dynamo_supported():  # type: ignore[attr-defined]
         return "torch.compile (dynamo) is not supported on this Python version"
     if device == "cpu":
         try:
@@ -365,4 +365,5 @@ def cuda_graphed_model(
     module = Network().train()
     graphed = torch.cuda.make_graphed_callables(module, (x,), num_warmup_iters=3)
     torch.cuda.synchronize(device)
-    return TorchModel(graphed, linears, x, device, keep_alive=module)
+    # make_graphed_callables returns the type it was given: a Module here
+    return TorchModel(cast(nn.Module, graphed), linears, x, device, keep_alive=module)

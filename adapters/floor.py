@@ -33,8 +33,9 @@ class FloorModel(Model):
     def __init__(self, spec: NetworkSpec, data: CaseData, device: str) -> None:
         import torch
 
-        from snnbench.adapters._torch_common import torch_dtype
         from snnbench.fused import gemm
+
+        from ._torch_common import torch_dtype
 
         self.torch = torch
         self.gemm = gemm

@@ -63,7 +63,7 @@ class FusedAdapter(Adapter):
         if variant not in self.variants:
             raise AdapterUnavailable(f"unknown variant {variant!r} (one of {self.variants})")
         if device == "cuda" or variant == "cudagraph":
-            from snnbench.adapters._torch_common import cuda_unavailable_reason
+            from ._torch_common import cuda_unavailable_reason
 
             reason = cuda_unavailable_reason(device, "CUDA graphs" if variant == "cudagraph"
                                              else "the Triton kernels")
@@ -84,13 +84,14 @@ class FusedAdapter(Adapter):
             raise AdapterUnavailable(f"the CPU scan could not be built: {exc}") from exc
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        from snnbench.adapters._torch_common import (
+        from snnbench.fused import LIFParams, fused_linear_lif
+
+        from ._torch_common import (
             TorchModel,
             cuda_graphed_model,
             input_tensor,
             make_linears,
         )
-        from snnbench.fused import LIFParams, fused_linear_lif
 
         self.check_variant(variant, device)  # no-op once built; makes build() usable alone
         linears = make_linears(spec, data, device)
@@ -107,7 +108,7 @@ class FusedAdapter(Adapter):
         def network(inp: Any) -> Any:
             h = inp
             for lin in linears:
-                h = fused_linear_lif(h, lin.weight, lin.bias, params, backend)
+                h = fused_linear_lif(h, lin.weight, lin.bias, params, backend)  # type: ignore[arg-type]
             return h
 
         x = input_tensor(spec, data, device)

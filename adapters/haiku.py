@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Model
-from snnbench.adapters._jax_common import JaxAdapterBase
 from snnbench.spec import CaseData, NetworkSpec
+
+from ._jax_common import JaxAdapterBase
 
 
 def build_haiku_network(spec: NetworkSpec) -> Any:
@@ -35,7 +36,7 @@ def build_haiku_network(spec: NetworkSpec) -> Any:
     import jax.numpy as jnp
     from jax import lax
 
-    from snnbench.adapters._jax_common import lax_precision, make_spike_fn
+    from ._jax_common import lax_precision, make_spike_fn
 
     spike = make_spike_fn(spec)
     precision = lax_precision(spec)
@@ -83,7 +84,7 @@ class HaikuAdapter(JaxAdapterBase):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import jax
 
-        from snnbench.adapters._jax_common import JaxModel, device_array, jax_device
+        from ._jax_common import JaxModel, device_array, jax_device
 
         self._require_supported(spec, device, variant)
         dev = jax_device(device)

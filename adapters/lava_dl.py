@@ -146,7 +146,7 @@ class LavaDlAdapter(Adapter):
         then run a tiny network once, all before the case's clock and timeout start."""
         if device != "cuda":
             return
-        from snnbench.adapters._prepare import ensure_ninja_on_path, warm_up
+        from ._prepare import ensure_ninja_on_path, warm_up
 
         slayer = import_slayer()
         if ensure_ninja_on_path() is None:
@@ -169,7 +169,7 @@ class LavaDlAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 
-        from snnbench.adapters._torch_common import TorchModel, input_tensor, make_linears
+        from ._torch_common import TorchModel, input_tensor, make_linears
 
         slayer = import_slayer()
         threshold = float(spec.threshold)

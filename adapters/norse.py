@@ -35,13 +35,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.adapters.torch_variants import COLD_COMPILE_ENV, COMPILE_CHUNK_STEPS
 from snnbench.spec import DTYPES, CaseData, NetworkSpec
+
+from .torch_variants import COLD_COMPILE_ENV, COMPILE_CHUNK_STEPS
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
 
-    from snnbench.adapters._torch_common import LifStep, TimeLoop
+    from ._torch_common import LifStep, TimeLoop
 
 #: spec surrogate → (Norse threshold method, alpha as a function of the spec slope)
 NORSE_SURROGATES: dict[str, tuple[str, Callable[[float], float]]] = {
@@ -83,7 +84,7 @@ def build_norse_network(
     from norse.torch.functional.lif_box import LIFBoxFeedForwardState
     from norse.torch.functional.reset import reset_value
 
-    from snnbench.adapters._torch_common import (
+    from ._torch_common import (
         eager_time_loop,
         make_linears,
         strict_threshold,
@@ -95,6 +96,8 @@ def build_norse_network(
     linears = make_linears(spec, data, device)
     with torch.no_grad():
         for lin in linears:
+            # ModuleList yields Modules; these are the nn.Linear layers make_linears built
+            assert isinstance(lin, torch.nn.Linear)
             lin.weight.mul_(scale)
             if lin.bias is not None:
                 lin.bias.mul_(scale)
@@ -166,7 +169,7 @@ class NorseAdapter(Adapter):
         return build_norse_network(spec, data, device, time_loop)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        from snnbench.adapters._torch_common import input_tensor
+        from ._torch_common import input_tensor
 
         network, linears, scale = self._network(spec, data, device)
         return _scaled_model(network, linears, input_tensor(spec, data, device), device, scale)
@@ -189,7 +192,7 @@ class NorseCompileAdapter(NorseAdapter):
         return dict(COLD_COMPILE_ENV)
 
     def check_variant(self, variant: str, device: str) -> None:
-        from snnbench.adapters._torch_common import compile_unavailable_reason
+        from ._torch_common import compile_unavailable_reason
 
         reason = compile_unavailable_reason(device)
         if reason:
@@ -198,7 +201,7 @@ class NorseCompileAdapter(NorseAdapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 
-        from snnbench.adapters._torch_common import compiled_time_loop, input_tensor
+        from ._torch_common import compiled_time_loop, input_tensor
 
         # A fresh dynamo cache: every build compiles (its cost is the first call's), and no
         # earlier build's guards count towards the recompile limit (past it dynamo runs eager).
@@ -214,7 +217,7 @@ def _scaled_model(network: Any, linears: Any, x: Any, device: str, scale: float)
     """A :class:`TorchModel` reporting gradients of the canonical (unscaled) weights."""
     import numpy as np
 
-    from snnbench.adapters._torch_common import TorchModel
+    from ._torch_common import TorchModel
 
     factor = np.float32(scale)
 

@@ -76,7 +76,7 @@ def make_spike_function(spec: NetworkSpec) -> Any:
     """A rockpool ``spike_generation_fn``: ``[v >= threshold]`` with the spec's surrogate."""
     import torch
 
-    from snnbench.adapters._torch_common import surrogate_derivative
+    from ._torch_common import surrogate_derivative
 
     name, slope = spec.surrogate, float(spec.surrogate_slope)
 
@@ -127,7 +127,7 @@ class RockpoolAdapter(Adapter):
         _hide_samna()
         from rockpool.nn.modules.torch.lif_neuron_torch import LIFNeuronTorch
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             batch_major_network,
             decay_time_constant,
@@ -177,7 +177,7 @@ class RockpoolExodusAdapter(Adapter):
     description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
 
     def version(self) -> str:
-        from snnbench.adapters.sinabs_exodus import exodus_unavailable_reason
+        from .sinabs_exodus import exodus_unavailable_reason
 
         reason = exodus_unavailable_reason()
         if reason is not None:
@@ -193,7 +193,7 @@ class RockpoolExodusAdapter(Adapter):
         """On CUDA, run the EXODUS kernels once (before the case's clock): a build without this
         GPU's architecture is an ``unavailable`` row, not an error mid-case."""
         if device == "cuda":
-            from snnbench.adapters._prepare import warm_up
+            from ._prepare import warm_up
 
             warm_up(self, variant, device, "LIFExodus (sinabs-exodus kernels)")
 
@@ -215,7 +215,7 @@ class RockpoolExodusAdapter(Adapter):
         import torch
         from rockpool.nn.modules.sinabs.lif_exodus import LIFExodus
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             VoltageSurrogate,
             batch_major_network,

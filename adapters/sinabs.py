@@ -78,7 +78,7 @@ def make_sinabs_lif(layer_cls: Any, spec: NetworkSpec, device: str, reset_fn: An
     import torch
     from sinabs.activation import SingleSpike
 
-    from snnbench.adapters._torch_common import VoltageSurrogate
+    from ._torch_common import VoltageSurrogate
 
     beta = float(spec.beta)
     # tau only initialises alpha_mem, which is overwritten with float32(beta) just below
@@ -120,7 +120,7 @@ class SinabsAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import sinabs.layers as sl
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             batch_major_network,
             input_tensor,

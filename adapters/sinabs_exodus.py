@@ -85,7 +85,7 @@ class SinabsExodusAdapter(Adapter):
         without this GPU's architecture ("no kernel image is available") is an ``unavailable``
         row naming the fix, not an error mid-case."""
         if device == "cuda":
-            from snnbench.adapters._prepare import warm_up
+            from ._prepare import warm_up
 
             try:
                 warm_up(self, variant, device, "sinabs-exodus")
@@ -98,13 +98,13 @@ class SinabsExodusAdapter(Adapter):
         from sinabs.activation import MembraneSubtract
         from sinabs.exodus.layers import LIF as ExodusLIF
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             batch_major_network,
             input_tensor,
             make_linears,
         )
-        from snnbench.adapters.sinabs import make_sinabs_lif
+        from .sinabs import make_sinabs_lif
 
         linears = make_linears(spec, data, device)
         lifs = [

@@ -64,7 +64,7 @@ class SnnTorchAdapter(Adapter):
         import torch
         from torch import nn
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             input_tensor,
             make_linears,

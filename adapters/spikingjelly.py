@@ -142,7 +142,7 @@ class SpikingJellyAdapter(Adapter):
         if variant != "torch":
             # Triton JIT-compiles its kernels at first use, the native operators load their
             # library: before the case's clock, cached (Triton's cache) for the next case
-            from snnbench.adapters._prepare import warm_up
+            from ._prepare import warm_up
 
             warm_up(self, variant, device, f"SpikingJelly's {variant} backend")
 
@@ -162,7 +162,7 @@ class SpikingJellyAdapter(Adapter):
                 ) from exc
             # CuPy compiles the backend's kernels with NVRTC at first use (cached in
             # ~/.cupy/kernel_cache): before the case's clock
-            from snnbench.adapters._prepare import warm_up
+            from ._prepare import warm_up
 
             warm_up(self, variant, device, f"SpikingJelly {version}'s CuPy backend")
 
@@ -170,7 +170,7 @@ class SpikingJellyAdapter(Adapter):
         import torch
         from spikingjelly.activation_based import neuron, surrogate
 
-        from snnbench.adapters._torch_common import (
+        from ._torch_common import (
             TorchModel,
             input_tensor,
             make_linears,

@@ -31,8 +31,9 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Model
-from snnbench.adapters._jax_common import JaxAdapterBase
 from snnbench.spec import CaseData, NetworkSpec
+
+from ._jax_common import JaxAdapterBase
 
 
 def canonical_lif_class() -> type:
@@ -88,7 +89,7 @@ def build_spyx_network(spec: NetworkSpec, data: CaseData) -> Any:
     import spyx
     from flax import nnx
 
-    from snnbench.adapters._jax_common import (
+    from ._jax_common import (
         heaviside_ge,
         jax_dtype,
         lax_precision,
@@ -146,19 +147,19 @@ class SpyxAdapter(JaxAdapterBase):
         import spyx
         from flax import nnx
 
-        from snnbench.adapters._jax_common import JaxModel, device_array, jax_device
+        from ._jax_common import JaxModel, device_array, jax_device
 
         self._require_supported(spec, device, variant)
         dev = jax_device(device)
         with jax.default_device(dev):
             model = build_spyx_network(spec, data)
-        graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+        graphdef, params, rest = nnx.split(model, nnx.Param, ...)  # type: ignore[misc]
         params = jax.device_put(params, dev)
         rest = jax.device_put(rest, dev)
         x = device_array(data.inputs, spec, dev)
 
         def apply(p: Any, inputs: Any) -> Any:
-            spikes, _ = spyx.nn.run(nnx.merge(graphdef, p, rest), inputs)
+            spikes, _ = spyx.nn.run(nnx.merge(graphdef, p, rest), inputs)  # type: ignore[no-untyped-call]
             return spikes
 
         def layer_grads(grads: Any) -> list[tuple[Any, Any | None]]:

@@ -16,12 +16,12 @@ from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
 
-    from snnbench.adapters._torch_common import LifStep, TimeLoop
+    from ._torch_common import LifStep, TimeLoop
 
 
 def make_lif_step(spec: NetworkSpec) -> LifStep:
     """The canonical LIF time step ``(v, x_t) -> (v, s)`` in the canonical op order."""
-    from snnbench.adapters._torch_common import make_spike_fn
+    from ._torch_common import make_spike_fn
 
     spike_fn = make_spike_fn(spec)
     beta, theta = float(spec.beta), float(spec.threshold)
@@ -50,7 +50,7 @@ def build_reference_network(
     default is the eager Python loop (:func:`~snnbench.adapters._torch_common.eager_time_loop`).
     Every layer shares one loop (the step is the same), so a compiled loop compiles once.
     """
-    from snnbench.adapters._torch_common import eager_time_loop, make_linears
+    from ._torch_common import eager_time_loop, make_linears
 
     linears = make_linears(spec, data, device)
     lif = (time_loop or eager_time_loop)(make_lif_step(spec))
@@ -76,7 +76,7 @@ class TorchAdapter(Adapter):
         return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        from snnbench.adapters._torch_common import TorchModel, input_tensor
+        from ._torch_common import TorchModel, input_tensor
 
         network, linears = build_reference_network(spec, data, device)
         return TorchModel(network, linears, input_tensor(spec, data, device), device)

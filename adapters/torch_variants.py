@@ -72,7 +72,7 @@ class TorchCompileAdapter(Adapter):
         return dict(COLD_COMPILE_ENV)
 
     def check_variant(self, variant: str, device: str) -> None:
-        from snnbench.adapters._torch_common import compile_unavailable_reason
+        from ._torch_common import compile_unavailable_reason
 
         reason = compile_unavailable_reason(device)
         if reason:
@@ -81,8 +81,8 @@ class TorchCompileAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 
-        from snnbench.adapters._torch_common import TorchModel, compiled_time_loop, input_tensor
-        from snnbench.adapters.torch_ref import build_reference_network
+        from ._torch_common import TorchModel, compiled_time_loop, input_tensor
+        from .torch_ref import build_reference_network
 
         # A fresh dynamo cache: every build compiles (its cost is the first call's), and no
         # earlier build's guards count towards the recompile limit (past it dynamo runs eager).
@@ -108,7 +108,7 @@ class TorchCudaGraphAdapter(Adapter):
     def check_variant(self, variant: str, device: str) -> None:
         import torch
 
-        from snnbench.adapters._torch_common import cuda_unavailable_reason
+        from ._torch_common import cuda_unavailable_reason
 
         reason = cuda_unavailable_reason(device, "CUDA graphs")
         if reason and device == "cuda" and torch.version.cuda is None:
@@ -118,8 +118,8 @@ class TorchCudaGraphAdapter(Adapter):
             raise AdapterUnavailable(reason)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        from snnbench.adapters._torch_common import cuda_graphed_model, input_tensor
-        from snnbench.adapters.torch_ref import build_reference_network
+        from ._torch_common import cuda_graphed_model, input_tensor
+        from .torch_ref import build_reference_network
 
         if not device.startswith("cuda"):
             raise CaseSkipped("torch-cudagraph runs on CUDA only")
