@@ -26,11 +26,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from snnbench.spec import (
-    DTYPES,
     INPUT_KINDS,
     MATMUL_PRECISIONS,
     RESET_MODES,
@@ -221,24 +220,3 @@ def distribution_version(name: str) -> str:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-@dataclass(frozen=True)
-class AdapterInfo:
-    """What ``snnbench list`` shows for one adapter entry point."""
-
-    name: str
-    entry_point: str
-    variants: tuple[str, ...] = ()
-    library: str = ""
-    framework: str = ""
-    version: str | None = None
-    available: bool = False
-    reason: str = ""
-    description: str = ""
-    capabilities: dict[str, Any] = field(default_factory=dict)
-
-
-def all_dtypes() -> tuple[str, ...]:
-    """Every dtype a spec may name (for adapters that support them all)."""
-    return DTYPES

@@ -694,7 +694,7 @@ def report(
     )] = None,
 ) -> None:
     """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
-    from snnbench.report import write_report
+    from snnbench.report import report as write_report
 
     folder = out or run_dir / "report"
     try:
@@ -742,7 +742,8 @@ def compare(
     differ by at least the time floor; otherwise past the factor is shown as noise.
     ok → error/oom/timeout/lost/mismatch is a regression.
     """
-    from snnbench.compare import compare_runs, render
+    from snnbench.compare import compare as compare_runs
+    from snnbench.compare import render
 
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")

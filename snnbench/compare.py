@@ -835,6 +835,3 @@ def render(cmp: Comparison, fmt: str, console: Console) -> None:
     else:
         raise ValueError(f"unknown format {fmt!r} (text, md, json)")
 
-
-#: the name the CLI imports
-compare_runs = compare

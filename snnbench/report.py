@@ -523,6 +523,3 @@ def _html(
         f"<body>{''.join(body)}</body></html>\n"
     )
 
-
-#: the name the CLI imports
-write_report = report

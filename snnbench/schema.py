@@ -26,14 +26,11 @@ HOSTS_DIR: Final = "hosts"
 #: by the scheduler) before it reported; ``--resume`` runs it again
 Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout", "lost"]
 STATUSES: Final[tuple[str, ...]] = get_args(Status)
-#: statuses that do not fail a run (exit code 0)
-BENIGN_STATUSES: Final = frozenset({"ok", "unavailable", "skipped"})
 #: statuses that mean the case broke (exit code 1)
 FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout", "lost"})
 #: statuses ``--resume`` treats as missing (the case never reported)
 RETRY_STATUSES: Final = frozenset({"lost"})
 
-Phase = Literal["forward", "backward", "step", "setup", "case"]
 #: timed phases, in the order they are measured
 TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
 

@@ -18,13 +18,6 @@ NOISE_HINT = (
     "noisy rows: close other programs, pin clocks, or raise --repeats/--warmup; "
     "the warning column of summary.csv says which phase"
 )
-#: short terminal headers for HEADERS entries
-SHORT_HEADERS: dict[str, str] = {
-    "forward ms": "fwd ms", "backward ms": "bwd ms", "step peak MiB": "peak MiB",
-    "spike match": "spikes", "variant": "var",
-}
-#: columns shown in the terminal (the note goes under the table)
-TEXT_COLUMNS: tuple[int, ...] = (0, 1, 4, 5, 6, 3, 7, 8, 9, 10, 11, 12, 13, 14)
 
 #: case columns that, apart from neurons and the adapter, define one group of comparable rows
 GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")

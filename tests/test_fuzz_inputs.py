@@ -70,7 +70,7 @@ def _discover() -> None:
 def stubs() -> Iterator[None]:
     with mock.patch("snnbench.runner.start_run", _start_run), \
             mock.patch("snnbench.verify_cmd.run_verification", _verification), \
-            mock.patch("snnbench.compare.compare_runs", _compare), \
+            mock.patch("snnbench.compare.compare", _compare), \
             mock.patch("snnbench.cli.discover", _discover):
         yield
 
