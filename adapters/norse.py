@@ -34,10 +34,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
 from snnbench.spec import DTYPES, CaseData, NetworkSpec
 
-from .torch_variants import COLD_COMPILE_ENV, COMPILE_CHUNK_STEPS
+from .torch_variants import COMPILE_CHUNK_STEPS, CompiledChunks
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
@@ -175,7 +175,7 @@ class NorseAdapter(Adapter):
         return _scaled_model(network, linears, input_tensor(spec, data, device), device, scale)
 
 
-class NorseCompileAdapter(NorseAdapter):
+class NorseCompileAdapter(CompiledChunks, NorseAdapter):
     """The same Norse loop, compiled with ``torch.compile`` in chunks of time steps (lazily, on
     the first call); the design and its measurement are ``torch-compile``'s
     (:mod:`snnbench.adapters.torch_variants`)."""
@@ -185,19 +185,6 @@ class NorseCompileAdapter(NorseAdapter):
         f"Norse LIFBoxCell loop under torch.compile, {COMPILE_CHUNK_STEPS}-step compiled chunks "
         "(compile time in first call)"
     )
-    #: time steps per compiled chunk (tests set a smaller one to cross chunk boundaries cheaply)
-    chunk_steps: int = COMPILE_CHUNK_STEPS
-
-    def worker_env(self, variant: str) -> dict[str, str]:
-        return dict(COLD_COMPILE_ENV)
-
-    def check_variant(self, variant: str, device: str) -> None:
-        from ._torch_common import compile_unavailable_reason
-
-        reason = compile_unavailable_reason(device)
-        if reason:
-            raise AdapterUnavailable(reason)
-
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 

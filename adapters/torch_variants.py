@@ -52,21 +52,12 @@ COLD_COMPILE_ENV: dict[str, str] = {
 COMPILE_CHUNK_STEPS = 25
 
 
-class TorchCompileAdapter(Adapter):
-    """``torch.compile`` of :func:`~snnbench.adapters.torch_ref.build_reference_network`."""
+class CompiledChunks(Adapter):
+    """What ``torch-compile`` and ``norse-compile`` share: a cold compile cache in the worker,
+    the availability check, and the chunk length."""
 
-    name = "torch-compile"
-    library = "torch"
-    framework = "torch"
-    description = (
-        f"torch.compile of the plain PyTorch loop, {COMPILE_CHUNK_STEPS}-step compiled chunks "
-        "(compile time in first call)"
-    )
     #: time steps per compiled chunk (tests set a smaller one to cross chunk boundaries cheaply)
     chunk_steps: int = COMPILE_CHUNK_STEPS
-
-    def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
 
     def worker_env(self, variant: str) -> dict[str, str]:
         return dict(COLD_COMPILE_ENV)
@@ -77,6 +68,20 @@ class TorchCompileAdapter(Adapter):
         reason = compile_unavailable_reason(device)
         if reason:
             raise AdapterUnavailable(reason)
+
+
+class TorchCompileAdapter(CompiledChunks):
+    """``torch.compile`` of :func:`~snnbench.adapters.torch_ref.build_reference_network`."""
+
+    name = "torch-compile"
+    library = "torch"
+    framework = "torch"
+    description = (
+        f"torch.compile of the plain PyTorch loop, {COMPILE_CHUNK_STEPS}-step compiled chunks "
+        "(compile time in first call)"
+    )
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
