@@ -24,13 +24,13 @@ from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
 from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
 from snnbench.energy import measure_energy
 from snnbench.environment import TRACKED_PACKAGES, package_versions
+from snnbench.gpustate import open_monitor
 from snnbench.libenv import pin_names
+from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
-from snnbench.gpustate import open_monitor
-from snnbench.measurement import MeasurementInfo
 from snnbench.timing import (
     MeasureSettings,
     default_timer_kind,
