@@ -252,7 +252,8 @@ def choose_block_size(per_iteration_s: float, null_s: float, max_block: int,
         return 1
     if per_iteration_s <= 0:
         return max_block
-    k = min(max_block, math.ceil(target / per_iteration_s))
+    # (less a hair, so that a ratio of 50.000000001 from float clock arithmetic is 50)
+    k = min(max_block, math.ceil(target / per_iteration_s - 1e-6))
     return max(1, min(k, math.floor(max_block_s / per_iteration_s)))
 
 
