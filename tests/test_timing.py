@@ -446,3 +446,31 @@ def test_a_cpu_case_records_the_host_timer_its_blocks_and_no_gpu_state() -> None
     assert not timed["warning"].str.contains("throttled").any()
     back = MeasurementInfo.from_dict(CaseRecord.from_dict(record.to_dict()).measurement)
     assert back.block_size == MeasurementInfo.from_dict(record.measurement).block_size
+
+
+# -- settings ------------------------------------------------------------------------------------
+def test_run_config_carries_the_warm_up_cap_and_block_limit_to_the_worker() -> None:
+    from snnbench.config import RunConfig
+
+    cfg = RunConfig.from_dict({"run": {"warmup_max_s": 0.5, "max_block": 1}})
+    settings = cfg.run.measure_settings
+    assert (settings.warmup_max_s, settings.max_block) == (0.5, 1)
+    job = Job(adapter="a", variant="default", device="cpu", spec=NetworkSpec(), measure=settings)
+    assert Job.from_dict(job.to_dict()).measure == settings
+    old = job.to_dict()
+    old["measure"] = {k: v for k, v in old["measure"].items()
+                      if k not in ("warmup_max_s", "max_block")}  # a job written before them
+    assert Job.from_dict(old).measure.max_block == MeasureSettings().max_block
+
+
+@pytest.mark.parametrize(("key", "value", "fragment"), [
+    ("warmup_max_s", float("nan"), "warmup_max_s must be a finite number"),
+    ("warmup_max_s", -1.0, "warmup_max_s must be a finite number ≥ 0"),
+    ("max_block", 0, "max_block must be a positive integer"),
+    ("max_block", 2.5, "max_block must be a positive integer"),
+])
+def test_bad_warm_up_cap_or_block_limit_is_one_line(key: str, value: Any, fragment: str) -> None:
+    from snnbench.config import ConfigError, RunSettings
+
+    with pytest.raises(ConfigError, match=fragment):
+        RunSettings(**{key: value})
