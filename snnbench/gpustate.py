@@ -125,7 +125,10 @@ def open_monitor(device: str, environ: dict[str, str] | None = None) -> GpuMonit
 
 
 def throttle_warning(before: GpuState | None, after: GpuState | None) -> str:
-    """A warning that says what to do when the SM clock fell while the phases were timed."""
+    """A warning that says what to do when the SM clock fell while the phases were timed.
+
+    One clause without "; " (the summary joins a row's warnings with it).
+    """
     if before is None or after is None:
         return ""
     start, end = before.sm_clock_mhz, after.sm_clock_mhz
@@ -136,6 +139,6 @@ def throttle_warning(before: GpuState | None, after: GpuState | None) -> str:
     state = ", ".join(h for h in heat if h)
     return (
         f"throttled: the SM clock fell from {start:.0f} to {end:.0f} MHz while this case was "
-        f"timed{f' ({state})' if state else ''}; let the GPU cool between cases, check its "
+        f"timed{f' ({state})' if state else ''}: let the GPU cool between cases, check its "
         "cooling and power cap, or lock its clocks (nvidia-smi --lock-gpu-clocks)"
     )

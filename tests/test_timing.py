@@ -474,3 +474,15 @@ def test_bad_warm_up_cap_or_block_limit_is_one_line(key: str, value: Any, fragme
 
     with pytest.raises(ConfigError, match=fragment):
         RunSettings(**{key: value})
+
+
+def test_the_case_table_tells_a_throttled_case_from_a_noisy_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from snnbench.tables import NOISY_NOTE, THROTTLED_NOTE, case_rows
+
+    fake = FakeNVML([345, 1980, 1980, 1410])
+    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    summary = summary_frame([_measured("cuda")], "r1")
+    summary["warning"] = summary["warning"].str.replace(r"^.*?(throttled:)", r"\1", regex=True)
+    (row,) = case_rows(summary)
+    assert THROTTLED_NOTE in row[-1] and NOISY_NOTE not in row[-1]
