@@ -79,8 +79,11 @@ class GpuMonitor:
         )
 
     def at_boost(self) -> bool:
-        """True when the SM clock is at its boost level now."""
-        return self.read().at_boost()
+        """True when the SM clock is at its boost level now (two NVML reads: called per
+        warm-up step)."""
+        sm = getattr(self._nvml, "NVML_CLOCK_SM", 1)
+        return GpuState(sm_clock_mhz=self._read("nvmlDeviceGetClockInfo", sm),
+                        max_sm_clock_mhz=self._read("nvmlDeviceGetMaxClockInfo", sm)).at_boost()
 
     def close(self) -> None:
         """Shut NVML down (balanced with the init in :func:`open_monitor`)."""
