@@ -486,3 +486,16 @@ def test_the_case_table_tells_a_throttled_case_from_a_noisy_one(
     summary["warning"] = summary["warning"].str.replace(r"^.*?(throttled:)", r"\1", regex=True)
     (row,) = case_rows(summary)
     assert THROTTLED_NOTE in row[-1] and NOISY_NOTE not in row[-1]
+
+
+def test_a_run_written_before_timers_reads_as_host_timed_one_iteration_per_sample() -> None:
+    from snnbench.rundir import with_added_columns
+    from snnbench.schema import ADDED_COLUMN_DEFAULTS
+
+    new = [c for c in ("timer", "timer_null_s", "block_size", "warmup_stop",
+                       "sm_clock_before_mhz", "power_after_w") if c in ADDED_COLUMN_DEFAULTS]
+    assert len(new) == 6
+    summary = summary_frame([_measured("cpu")], "r1").drop(columns=new)
+    old = with_added_columns(summary)
+    assert (old["timer"] == "host").all() and (old["block_size"] == 1).all()
+    assert old["sm_clock_before_mhz"].isna().all()
