@@ -227,11 +227,6 @@ def time_block(model: Model, phase: str, timer: Timer, k: int = 1) -> float:
     return total / k
 
 
-def time_once(model: Model, phase: str, clock: Clock = time.perf_counter) -> float:
-    """One clean, host-synchronized sample of ``phase`` in seconds (k = 1, host timer)."""
-    return time_block(model, phase, HostTimer(model.synchronize, clock), 1)
-
-
 # -- choosing k ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Block:
