@@ -44,6 +44,8 @@ RESOLUTION_FACTOR = 1000
 BLOCK_MAX_S = 0.1
 #: null regions timed to estimate the timer's resolution (their median is kept)
 NULL_SAMPLES = 25
+#: single iterations timed to estimate one iteration's time before choosing k
+CALIBRATION_SAMPLES = 5
 #: warm-up is stable when the medians of the last two windows of this many steps...
 STABLE_WINDOW = 5
 #: ...differ by less than this fraction
@@ -256,11 +258,12 @@ def calibrate(model: Model, phase: str, timer: Timer, null_s: float,
               settings: MeasureSettings) -> Block:
     """Choose ``k`` for ``phase`` from single-iteration samples (the first settles caches).
 
-    One iteration is estimated as the median of three samples less the null region; blocks
-    are only formed when that is below the timer's resolution.
+    One iteration is estimated as the fastest of :data:`CALIBRATION_SAMPLES` single samples
+    (a busy host only ever adds time: a preempted sample must not make k too small) less the
+    null region; blocks are only formed when that is below the timer's resolution.
     """
     time_block(model, phase, timer)  # settle phase-specific caches (e.g. captured graphs)
-    single = statistics.median(time_block(model, phase, timer) for _ in range(3))
+    single = min(time_block(model, phase, timer) for _ in range(CALIBRATION_SAMPLES))
     k = choose_block_size(max(single - null_s, 0.0), null_s, settings.max_block)
     if k > 1 and phase == "backward" and timer.marks_synchronize:
         return Block(1, f"one backward is below {RESOLUTION_FACTOR}× the {timer.kind} timer's "

@@ -499,3 +499,11 @@ def test_a_run_written_before_timers_reads_as_host_timed_one_iteration_per_sampl
     old = with_added_columns(summary)
     assert (old["timer"] == "host").all() and (old["block_size"] == 1).all()
     assert old["sm_clock_before_mhz"].isna().all()
+
+
+def test_a_preempted_calibration_sample_does_not_shrink_k() -> None:
+    clock = FakeClock()
+    # settle, then five singles of which three were preempted (2 ms instead of 40 µs)
+    model = FakeModel(clock, step_series=[40 * US, 2e-3, 2e-3, 40 * US, 2e-3, 40 * US])
+    host = HostTimer(model.synchronize, clock)
+    assert calibrate(model, "step", host, 0.5 * US, MeasureSettings()).size == 13
