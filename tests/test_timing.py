@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -507,3 +508,22 @@ def test_a_preempted_calibration_sample_does_not_shrink_k() -> None:
     model = FakeModel(clock, step_series=[40 * US, 2e-3, 2e-3, 40 * US, 2e-3, 40 * US])
     host = HostTimer(model.synchronize, clock)
     assert calibrate(model, "step", host, 0.5 * US, MeasureSettings()).size == 13
+
+
+def test_compare_does_not_set_a_host_timed_baseline_against_device_events(
+        tmp_path: Path) -> None:
+    from snnbench.compare import compare
+    from tests.fixtures.runfolders import timed_case, write_run
+
+    rng = np.random.default_rng(3)
+    base = write_run(tmp_path / "b", [timed_case("torch", 64, rng, median_s=1e-3,
+                                                 device="cuda", timer="host")])
+    same = write_run(tmp_path / "s", [timed_case("torch", 64, rng, median_s=1e-3,
+                                                 device="cuda", timer="host")])
+    cand = write_run(tmp_path / "c", [timed_case("torch", 64, rng, median_s=0.7e-3,
+                                                 device="cuda", timer="cuda-event")])
+    changed = compare(base, cand)
+    (pair,) = [p for p in changed.pairs if p.mark == "not_comparable"]
+    assert "timer host → cuda-event" in pair.note
+    assert not [p for p in compare(base, same).pairs
+                if p.mark == "not_comparable"]
