@@ -151,6 +151,16 @@ class Model(ABC):
     def close(self) -> None:
         """Release resources; called once when the worker is done with the model."""
 
+    def timer_kind(self) -> str | None:
+        """The timer the harness should use (``host``, ``cuda-event``, ``jax-block``), or None
+        for the framework's default: CUDA events for torch on CUDA, ``jax-block`` for JAX, the
+        host clock otherwise (:func:`snnbench.timing.default_timer_kind`).
+
+        Return ``"host"`` when the model runs GPU work on a stream of its own that the current
+        stream does not wait for: CUDA events on the current stream would not see it.
+        """
+        return None
+
 
 class Adapter(ABC):
     """Base class for adapter plugins (registered under entry-point group ``snnbench.adapters``).

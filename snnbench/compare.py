@@ -264,6 +264,8 @@ class _Case:
     library_version: str
     case_id: str
     rows: pd.DataFrame
+    #: the clock that timed it (``host``, ``cuda-event``...; "" where the run does not say)
+    timer: str = ""
 
 
 def _key_value(column: str, value: Any) -> Any:
@@ -292,6 +294,7 @@ def _cases(run: Run) -> dict[CaseKey, _Case]:
             library_version=str(first["library_version"]),
             case_id=str(first["case_id"]),
             rows=rows,
+            timer=next((str(t) for t in rows["timer"] if t), ""),
         )
     return out
 
@@ -405,6 +408,10 @@ def _case_pairs(
             "not_comparable",
             f"library version {b.library_version or '?'} → {c.library_version or '?'}",
         )
+    if b.timer and c.timer and b.timer != c.timer:
+        # a host clock counts a synchronize per sample that device events leave out
+        return case_row("not_comparable", f"timer {b.timer} → {c.timer}: time the baseline "
+                                          "again with this snnbench")
     if b.case_id != c.case_id:
         return case_row(
             "not_comparable", f"case spec changed (case_id {b.case_id or '?'} → {c.case_id or '?'})"

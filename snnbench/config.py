@@ -51,6 +51,11 @@ class RunSettings:
     min_time_s: float = 0.5
     warmup: int = 2
     warmup_s: float = 0.2
+    #: warm-up goes on past the minimum until the GPU is at boost or the step time is stable,
+    #: for at most this many seconds in all
+    warmup_max_s: float = 2.0
+    #: most iterations one timed sample may hold (blocked samples for short cases; 1: never)
+    max_block: int = 1000
     timeout_s: float = 900.0
     #: seconds a worker may spend preparing (library import, first-use extension builds)
     #: before its case starts; the case's own ``timeout_s`` starts after that
@@ -79,7 +84,7 @@ class RunSettings:
             raise ConfigError(
                 f"device must be one of {', '.join(DEVICES)}, got {shown(self.device)}"
             )
-        positive_ints = ("repeats", "max_repeats", "verify_time_steps")
+        positive_ints = ("repeats", "max_repeats", "verify_time_steps", "max_block")
         for name in positive_ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -88,7 +93,7 @@ class RunSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name} must be an integer ≥ 0, got {shown(value)}")
-        for name in ("min_time_s", "warmup_s", "timeout_s", "prepare_timeout_s"):
+        for name in ("min_time_s", "warmup_s", "warmup_max_s", "timeout_s", "prepare_timeout_s"):
             value = getattr(self, name)
             if (isinstance(value, bool) or not isinstance(value, int | float)
                     or not math.isfinite(value) or value < 0):
@@ -121,7 +126,8 @@ class RunSettings:
         """The sampling settings a worker applies to every phase."""
         return MeasureSettings(
             repeats=self.repeats, max_repeats=self.max_repeats, min_time_s=self.min_time_s,
-            warmup=self.warmup, warmup_s=self.warmup_s,
+            warmup=self.warmup, warmup_s=self.warmup_s, warmup_max_s=self.warmup_max_s,
+            max_block=self.max_block,
         )
 
     @property

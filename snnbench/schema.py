@@ -111,6 +111,18 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "host",
     "gpu_uuid",
     "concurrency",
+    # how it was timed (snnbench.timing): the timer, its null-region time, iterations per
+    # sample, why the warm-up stopped, and the GPU's state before and after the timed phases
+    "timer",
+    "timer_null_s",
+    "block_size",
+    "warmup_stop",
+    "sm_clock_before_mhz",
+    "sm_clock_after_mhz",
+    "temperature_before_c",
+    "temperature_after_c",
+    "power_before_w",
+    "power_after_w",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -136,7 +148,7 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 
 #: columns added after runs were first written, with the value every older run implicitly
 #: had: readers fill them in, so older run folders (baselines) stay readable
-ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "environment": "",
     "requirements": "",
     "packages": "",
@@ -144,20 +156,34 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
     "host": "",
     "gpu_uuid": "",
     "concurrency": 1,
+    # older runs timed every sample with the host clock, one iteration at a time
+    "timer": "host",
+    "timer_null_s": float("nan"),
+    "block_size": 1,
+    "warmup_stop": "",
+    "sm_clock_before_mhz": float("nan"),
+    "sm_clock_after_mhz": float("nan"),
+    "temperature_before_c": float("nan"),
+    "temperature_after_c": float("nan"),
+    "power_before_w": float("nan"),
+    "power_after_w": float("nan"),
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
 SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
-    "spike_match", "grad_cosine", "floor_ratio",
+    "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
+    "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
+    "power_after_w",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
     "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
+    "block_size",
 )
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
-    "requirements", "packages", "executor", "host", "gpu_uuid",
+    "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
 )

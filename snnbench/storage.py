@@ -24,6 +24,7 @@ import pandas as pd
 
 from snnbench.contract import CaseRecord
 from snnbench.errors import UserError
+from snnbench.measurement import MeasurementInfo
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -400,6 +401,7 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             "gpu_uuid": record.placement.gpu_uuid,
             "concurrency": record.placement.concurrency,
         }
+        info = MeasurementInfo.from_dict(record.measurement)
         measurements = record.samples
         if record.status != "ok" or not measurements:
             rows.append({**base, "phase": "", "metric": "", "unit": "", "n_samples": 0})
@@ -407,7 +409,9 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
         for phase, metrics in measurements.items():
             for metric, values in metrics.items():
                 summary = summarize([float(v) for v in values if v is not None])
-                warning = noise_warning(summary) if metric == "time_s" else ""
+                warning = ""
+                if metric == "time_s":
+                    warning = "; ".join(w for w in (noise_warning(summary), info.warning) if w)
                 rows.append(
                     {
                         **base,
@@ -427,11 +431,29 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
                         "ci99_high": summary.ci99_high,
                         "outliers": summary.outliers,
                         "warning": warning,
+                        **_measurement_columns(info, phase),
                     }
                 )
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame = _add_floor_ratio(frame)
     return _typed_summary(frame)
+
+
+def _measurement_columns(info: MeasurementInfo, phase: str) -> dict[str, Any]:
+    """The timer, block and GPU-state columns of one phase's rows."""
+    before, after = info.gpu_before, info.gpu_after
+    return {
+        "timer": info.timer,
+        "timer_null_s": info.timer_null_s,
+        "block_size": info.block_size.get(phase, 1),
+        "warmup_stop": info.warmup_stop,
+        "sm_clock_before_mhz": before.sm_clock_mhz if before else math.nan,
+        "sm_clock_after_mhz": after.sm_clock_mhz if after else math.nan,
+        "temperature_before_c": before.temperature_c if before else math.nan,
+        "temperature_after_c": after.temperature_c if after else math.nan,
+        "power_before_w": before.power_w if before else math.nan,
+        "power_after_w": after.power_w if after else math.nan,
+    }
 
 
 def environment_packages(record: CaseRecord) -> str:

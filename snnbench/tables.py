@@ -14,6 +14,8 @@ import pandas as pd
 from snnbench.schema import TIMED_PHASES
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
+#: a case whose GPU clock fell while it was timed (the warning column says how far, and why)
+THROTTLED_NOTE = "GPU throttled while timed"
 NOISE_HINT = (
     "noisy rows: close other programs, pin clocks, or raise --repeats/--warmup; "
     "the warning column of summary.csv says which phase"
@@ -90,10 +92,15 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         floor = ""
         if "step" in by_phase:
             floor = _num(float(by_phase["step"]["floor_ratio"]), ".2f")
-        noisy = any(bool(w) for w in group["warning"])
+        # warnings are "; "-joined: the throttle warning gets a note of its own
+        parts = [p for w in group["warning"] if w for p in str(w).split("; ")]
+        noisy = any(not p.startswith("throttled:") for p in parts)
+        throttled = any(p.startswith("throttled:") for p in parts)
         note = str(first["message"])
-        if first["status"] == "ok" and noisy:
-            note = f"{note}; {NOISY_NOTE}" if note else NOISY_NOTE
+        if first["status"] == "ok":
+            for flag, text in ((noisy, NOISY_NOTE), (throttled, THROTTLED_NOTE)):
+                if flag:
+                    note = f"{note}; {text}" if note else text
         rows.append((
             str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
             str(reset), str(first["status"]), cells["forward"], cells["backward"],

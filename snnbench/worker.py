@@ -24,12 +24,21 @@ from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
 from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
 from snnbench.energy import measure_energy
 from snnbench.environment import TRACKED_PACKAGES, package_versions
+from snnbench.gpustate import open_monitor
 from snnbench.libenv import pin_names
+from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
-from snnbench.timing import MeasureSettings, sample_phase, warm_up
+from snnbench.timing import (
+    MeasureSettings,
+    default_timer_kind,
+    make_timer,
+    null_region_s,
+    sample_phase,
+    warm_up,
+)
 from snnbench.verify import (
     GRAD_COSINE_MIN,
     Equivalence,
@@ -113,7 +122,8 @@ def _case_metrics(small: NetworkSpec) -> dict[str, list[float]]:
 
 
 def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) -> None:
-    """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``."""
+    """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``
+    (:class:`~snnbench.measurement.MeasurementInfo`: timer, warm-up, blocks, GPU clocks)."""
     spec, device, settings = job.spec, job.device, job.measure
     framework = adapter.framework
     rss = RssProbe()
@@ -128,6 +138,8 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
     del data
     probe: MemoryProbe = probe_for(framework, device)
     samples: Samples = {"setup": {"prepare_s": [prepare_s], "build_s": [build_s]}}
+    info = MeasurementInfo(timer=model.timer_kind() or default_timer_kind(framework, device))
+    monitor = open_monitor(device)
     try:
         start = time.perf_counter()
         model.zero_grad()
@@ -138,13 +150,21 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
         model.synchronize()
         del handle
         samples["setup"]["first_call_s"] = [time.perf_counter() - start]
-        record.measurement["warmup_steps"] = warm_up(model, settings)
+        timer = make_timer(info.timer, model)
+        info.gpu_idle = monitor.read() if monitor else None
+        warm = warm_up(model, settings, timer, monitor.at_boost if monitor else None)
+        info.warmup_steps, info.warmup_s, info.warmup_stop = warm.steps, warm.seconds, warm.stop
+        info.timer_null_s = null_region_s(timer)
+        info.gpu_before = monitor.read() if monitor else None
         for phase in job.phases:
             probe.reset()
             rss.reset()
             model.reset_peak_memory()
-            times = sample_phase(model, phase, settings)
-            metrics: dict[str, list[float]] = {"time_s": times}
+            timed = sample_phase(model, phase, settings, timer, info.timer_null_s)
+            info.block_size[phase] = timed.block.size
+            if timed.block.note:
+                info.block_note[phase] = timed.block.note
+            metrics: dict[str, list[float]] = {"time_s": timed.times}
             peak = model.peak_memory_bytes()
             if peak is None:
                 peak = probe.peak_bytes()
@@ -154,12 +174,16 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
             if peak is not None:
                 metrics["peak_mem_bytes"] = [float(peak)]
             samples[phase] = metrics
+        info.gpu_after = monitor.read() if monitor else None
         if job.energy and device == "cuda":
             energy = _measure_energy(model, settings)
             if energy:
                 samples["step"].update(energy)
     finally:
+        if monitor:
+            monitor.close()
         model.close()
+        info.store(record.measurement)
     record.samples = samples
 
 
