@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
+from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import atomic_write_bytes, claim_folder
 from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
@@ -341,6 +342,26 @@ def targets_table(run: Run) -> Table:
     return Table(["case", "n", "target", "measured", "verdict", "figures"], rows)
 
 
+def overhead_lines(summary: pd.DataFrame) -> list[str]:
+    """The harness-overhead line per device (:func:`snnbench.overhead.harness_overhead`),
+    with a warning past the goal, or one line saying it was not measured."""
+    found = harness_overhead(summary)
+    if not found:
+        return ["harness overhead: not measured (no ok null case beside another ok case; set "
+                "[run] overhead_probe = true or add --adapters null)"]
+    lines = []
+    for o in found:
+        where = f" on {o.device}" if len(found) > 1 else ""
+        line = (f"harness overhead{where}: null step {format_seconds(o.null_s)} = "
+                f"{100 * o.share:.2g} % of the smallest case ({o.smallest_label}, "
+                f"n={o.smallest_neurons}, {format_seconds(o.smallest_s)})")
+        if not o.within_goal:
+            line += (f"; warning: ≥ {100 * OVERHEAD_GOAL:g} %, the harness's own time distorts "
+                     "the smallest cases (use larger cases or longer samples)")
+        lines.append(line)
+    return lines
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -411,7 +432,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     claim_folder(out, "--out", _written_by_report)
 
     summary = run.summary
-    ok = summary[summary["status"] == "ok"]
+    # a harness probe is no library: it is in the timing table, never in a plot or ranking
+    ok = summary[(summary["status"] == "ok") & ~is_probe(summary)]
     # only adapters that appear in a plot take a colour, so the palette does not wrap
     pairs = ok.drop_duplicates(["adapter", "variant", "environment"])
     labels = [plots.label_of(r) for _, r in pairs.iterrows()]
@@ -437,9 +459,12 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     problems = problems_table(run)
     warns = warnings_table(run)
     goals = targets_table(run)
+    overhead = overhead_lines(summary)
 
-    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out)
-    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals)
+    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out,
+                   overhead)
+    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals,
+                      overhead)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
     atomic_write_bytes(html_path, html_page.encode("utf-8"))
@@ -457,8 +482,10 @@ def _markdown(
     warns: Table,
     goals: Table,
     out: Path,
+    overhead: list[str],
 ) -> str:
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
+             *(f"{line}  " for line in overhead), "",
              "## Environment", "", env.to_markdown(), ""]
     if not sections:
         parts += ["No case finished ok: there is nothing to plot.", ""]
@@ -492,9 +519,11 @@ def _html(
     problems: Table,
     warns: Table,
     goals: Table,
+    overhead: list[str],
 ) -> str:
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
+            *(f"<p>{esc(line)}</p>" for line in overhead),
             "<h2>Environment</h2>", env.to_html()]
     if not sections:
         body.append("<p>No case finished ok: there is nothing to plot.</p>")
