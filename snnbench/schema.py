@@ -114,6 +114,12 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "host",
     "gpu_uuid",
     "concurrency",
+    # --replicates: fresh processes pooled into the row, and the spread between their medians
+    # ((max - min) / median of the replicate medians) beside the spread within one (median of
+    # each replicate's IQR / median)
+    "replicates",
+    "replicate_spread",
+    "within_spread",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -135,11 +141,13 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "sample_index",
     "value",
     "environment",
+    # which fresh process of the case took the sample (0 for the first; --replicates)
+    "replicate",
 )
 
 #: columns added after runs were first written, with the value every older run implicitly
 #: had: readers fill them in, so older run folders (baselines) stay readable
-ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "environment": "",
     "requirements": "",
     "packages": "",
@@ -147,16 +155,21 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
     "host": "",
     "gpu_uuid": "",
     "concurrency": 1,
+    "replicates": 1,
+    "replicate_spread": float("nan"),
+    "within_spread": float("nan"),
+    "replicate": 0,
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
 SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
-    "spike_match", "grad_cosine", "floor_ratio",
+    "spike_match", "grad_cosine", "floor_ratio", "replicate_spread", "within_spread",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
     "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
+    "replicates",
 )
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
