@@ -39,7 +39,7 @@ from snnbench.libenv import (
     version_request,
 )
 from snnbench.machines import read_machine_records, write_machine_record
-from snnbench.overhead import NULL
+from snnbench.overhead import NULL, PROBES
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
 from snnbench.spec import NetworkSpec
@@ -145,12 +145,15 @@ def _environment_of(item: str, name: str, env: str, entries: dict[str, AdapterEn
 def select_adapters(
     names: tuple[str, ...], entries: dict[str, AdapterEntry],
     environments: Mapping[str, tuple[str, ...]] | None = None,
+    probes: bool = True,
 ) -> list[Selection]:
     """Parse ``--adapters`` items into selections.
 
     An item is ``all``, or ``name[:variant][@VERSION|@ENVIRONMENT]``: ``snntorch@0.9.4`` runs
     the adapter in an environment pinning its library to 0.9.4; ``spikingjelly:torch@legacy``
     in the ``[environments.legacy]`` table of the config. A variant of None means every variant.
+    ``probes=False``: ``all`` leaves out the harness probes (``null``), which a sweep adds
+    once by itself (``[run] overhead_probe``) rather than at every case.
     """
     environments = environments or {}
     chosen: list[Selection] = []
@@ -159,7 +162,7 @@ def select_adapters(
         if not item:
             continue
         if item in ("all", "*"):
-            chosen.extend(Selection(name) for name in entries)
+            chosen.extend(Selection(name) for name in entries if probes or name not in PROBES)
             continue
         name, variant, env = _split_item(item)
         if name not in entries:
@@ -184,7 +187,8 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
     Tasks of an environment carry its name and requirements; :func:`build_environments`
     gives them the interpreter to run under.
     """
-    selections = select_adapters(config.run.adapters, entries, config.environments)
+    selections = select_adapters(config.run.adapters, entries, config.environments,
+                                 probes=False)
     tasks: list[Task] = []
     for spec in config.cases():
         for sel in selections:
