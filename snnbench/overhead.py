@@ -64,7 +64,8 @@ def harness_overhead(summary: pd.DataFrame) -> list[Overhead]:
     """
     steps = summary[(summary["status"] == "ok") & (summary["phase"] == "step")
                     & (summary["metric"] == "time_s")]
-    steps = steps[steps["median"].map(lambda v: math.isfinite(float(v)) and float(v) > 0)]
+    median = pd.to_numeric(steps["median"], errors="coerce")
+    steps = steps[median.notna() & (median > 0)]
     out: list[Overhead] = []
     for device, rows in steps.groupby("device", sort=True):
         probe = rows[is_probe(rows)]
