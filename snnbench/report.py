@@ -155,8 +155,11 @@ def summary_table(
     Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
     × floor (median / the floor's step time), status, note (the status message for a failed or
     skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
+    A run with replicates (``--replicates``) adds "between / within": the spread of the
+    replicates' medians and the typical spread inside one process, both over the median.
     """
     frame = run.summary
+    replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
     timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
     rows_out: list[list[str]] = []
     for _, row in _sorted(frame[timed | (frame["status"] != "ok")]).iterrows():
@@ -177,13 +180,23 @@ def summary_table(
                 rel,
                 str(samples) if samples else "—",
                 _ratio(floor),
+                *([_spreads(row)] if replicated else []),
                 str(row["status"]),
                 note,
             ]
         )
     headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
-               "× floor", "status", "note"]
+               "× floor", *(["between / within"] if replicated else []), "status", "note"]
     return Table(headers, rows_out)
+
+
+def _spreads(row: pd.Series) -> str:
+    """``12% / 3%`` (between replicates / within one), "—" where unknown."""
+    between, within = float(row["replicate_spread"]), float(row["within_spread"])
+    if not math.isfinite(between):
+        return "—"
+    inside = f"{within:.0%}" if math.isfinite(within) else "—"
+    return f"{between:.0%} / {inside} ({int(row['replicates'])}×)"
 
 
 def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:

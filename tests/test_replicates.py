@@ -15,7 +15,8 @@ from snnbench.config import ConfigError, RunConfig
 from snnbench.contract import CaseRecord
 from snnbench.overhead import harness_overhead
 from snnbench.registry import discover
-from snnbench.report import overhead_lines
+from snnbench.report import overhead_lines, summary_table
+from snnbench.rundir import load_run
 from snnbench.runner import plan_jobs, plan_tasks, start_run
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.stats import replicate_spread, within_spread
@@ -190,6 +191,11 @@ def test_a_replicated_sweep_and_its_resume(fake_plugins: Path, tmp_path: Path) -
     (line,) = overhead_lines(summary)
     assert line.startswith("harness overhead: null step ")
     assert "of the smallest case (fake-ok, n=8," in line
+
+    table = summary_table(load_run(out))
+    assert "between / within" in table.headers
+    cell = table.headers.index("between / within")
+    assert any(row[cell].endswith("(3×)") for row in table.rows)
 
     # compare reads a replicated run as one row per case
     cmp = compare(out, out)
