@@ -271,3 +271,12 @@ def test_compare_never_gates_on_the_probe(tmp_path: Path) -> None:
     assert null_step.mark == "info"
     assert null_step.note == "harness probe, not gated (would be regression)"
     assert cmp.exit_code == 0
+
+
+def test_null_is_listed_but_not_in_a_sweeps_all() -> None:
+    from snnbench.runner import select_adapters
+
+    entries = discover()
+    assert entries["null"].adapter_class is NullAdapter
+    assert "null" in {s.adapter for s in select_adapters(("all",), entries)}  # snnbench list
+    assert "null" not in {s.adapter for s in select_adapters(("all",), entries, probes=False)}
