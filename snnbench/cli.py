@@ -270,6 +270,9 @@ def run(
     timeout: Annotated[float | None, typer.Option(
         help="Seconds per case before it is killed.")] = None,
     threads: Annotated[int | None, typer.Option(help="CPU threads per worker (0 = all).")] = None,
+    replicates: Annotated[int | None, typer.Option(
+        help="Fresh worker processes per case (default 1; 3 or more to see the spread between "
+        "processes), interleaved across adapters in ABBA order.")] = None,
     out: Annotated[Path | None, typer.Option(
         help="The run folder itself (default results/<run_id>): a new or empty folder, or "
         "with --resume a run folder.")] = None,
@@ -348,6 +351,10 @@ def run(
                        ("timeout_s", timeout), ("threads", threads)):
         if value is not None:
             run_overrides[key] = value
+    if replicates is not None:
+        if replicates < 1:
+            fail(f"--replicates must be an integer ≥ 1, got {replicates}")
+        run_overrides["replicates"] = replicates
     if allow_mismatch:
         run_overrides["allow_mismatch"] = True
     if wheelhouse is not None:

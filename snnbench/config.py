@@ -72,6 +72,11 @@ class RunSettings:
     #: a folder of wheels: build library environments from it alone, offline ("": the index,
     #: or $SNNBENCH_WHEELHOUSE)
     wheelhouse: str = ""
+    #: fresh worker processes per case (``--replicates``), interleaved across adapters (ABBA)
+    replicates: int = 1
+    #: add one ``null`` case (the harness-overhead probe) per run at its smallest case, so the
+    #: report can give the harness overhead; the shipped configs turn it on
+    overhead_probe: bool = False
 
     def __post_init__(self) -> None:
         # every key is type-checked: a wrong type must be one line now, never a traceback or an
@@ -84,7 +89,8 @@ class RunSettings:
             raise ConfigError(
                 f"device must be one of {', '.join(DEVICES)}, got {shown(self.device)}"
             )
-        positive_ints = ("repeats", "max_repeats", "verify_time_steps", "max_block")
+        positive_ints = ("repeats", "max_repeats", "verify_time_steps", "max_block",
+                         "replicates")
         for name in positive_ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -98,7 +104,7 @@ class RunSettings:
             if (isinstance(value, bool) or not isinstance(value, int | float)
                     or not math.isfinite(value) or value < 0):
                 raise ConfigError(f"{name} must be a finite number ≥ 0, got {shown(value)}")
-        for name in ("verify", "allow_mismatch", "energy"):
+        for name in ("verify", "allow_mismatch", "energy", "overhead_probe"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {shown(value)}")

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
+from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import atomic_write_bytes, claim_folder
 from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
@@ -154,8 +155,11 @@ def summary_table(
     Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
     × floor (median / the floor's step time), status, note (the status message for a failed or
     skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
+    A run with replicates (``--replicates``) adds "between / within": the spread of the
+    replicates' medians and the typical spread inside one process, both over the median.
     """
     frame = run.summary
+    replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
     timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
     rows_out: list[list[str]] = []
     for _, row in _sorted(frame[timed | (frame["status"] != "ok")]).iterrows():
@@ -176,13 +180,23 @@ def summary_table(
                 rel,
                 str(samples) if samples else "—",
                 _ratio(floor),
+                *([_spreads(row)] if replicated else []),
                 str(row["status"]),
                 note,
             ]
         )
     headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
-               "× floor", "status", "note"]
+               "× floor", *(["between / within"] if replicated else []), "status", "note"]
     return Table(headers, rows_out)
+
+
+def _spreads(row: pd.Series) -> str:
+    """``12% / 3%`` (between replicates / within one), "—" where unknown."""
+    between, within = float(row["replicate_spread"]), float(row["within_spread"])
+    if not math.isfinite(between):
+        return "—"
+    inside = f"{within:.0%}" if math.isfinite(within) else "—"
+    return f"{between:.0%} / {inside} ({int(row['replicates'])}×)"
 
 
 def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
@@ -341,6 +355,26 @@ def targets_table(run: Run) -> Table:
     return Table(["case", "n", "target", "measured", "verdict", "figures"], rows)
 
 
+def overhead_lines(summary: pd.DataFrame) -> list[str]:
+    """The harness-overhead line per device (:func:`snnbench.overhead.harness_overhead`),
+    with a warning past the goal, or one line saying it was not measured."""
+    found = harness_overhead(summary)
+    if not found:
+        return ["harness overhead: not measured (no ok null case beside another ok case; set "
+                "[run] overhead_probe = true or add --adapters null)"]
+    lines = []
+    for o in found:
+        where = f" on {o.device}" if len(found) > 1 else ""
+        line = (f"harness overhead{where}: null step {format_seconds(o.null_s)} = "
+                f"{100 * o.share:.2g} % of the smallest case ({o.smallest_label}, "
+                f"n={o.smallest_neurons}, {format_seconds(o.smallest_s)})")
+        if not o.within_goal:
+            line += (f"; warning: ≥ {100 * OVERHEAD_GOAL:g} %, the harness's own time distorts "
+                     "the smallest cases (use larger cases or longer samples)")
+        lines.append(line)
+    return lines
+
+
 # ---------------------------------------------------------------------------------- report
 
 
@@ -411,7 +445,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     claim_folder(out, "--out", _written_by_report)
 
     summary = run.summary
-    ok = summary[summary["status"] == "ok"]
+    # a harness probe is no library: it is in the timing table, never in a plot or ranking
+    ok = summary[(summary["status"] == "ok") & ~is_probe(summary)]
     # only adapters that appear in a plot take a colour, so the palette does not wrap
     pairs = ok.drop_duplicates(["adapter", "variant", "environment"])
     labels = [plots.label_of(r) for _, r in pairs.iterrows()]
@@ -437,9 +472,12 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     problems = problems_table(run)
     warns = warnings_table(run)
     goals = targets_table(run)
+    overhead = overhead_lines(summary)
 
-    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out)
-    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals)
+    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out,
+                   overhead)
+    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals,
+                      overhead)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
     atomic_write_bytes(html_path, html_page.encode("utf-8"))
@@ -457,8 +495,10 @@ def _markdown(
     warns: Table,
     goals: Table,
     out: Path,
+    overhead: list[str],
 ) -> str:
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
+             *(f"{line}  " for line in overhead), "",
              "## Environment", "", env.to_markdown(), ""]
     if not sections:
         parts += ["No case finished ok: there is nothing to plot.", ""]
@@ -492,9 +532,11 @@ def _html(
     problems: Table,
     warns: Table,
     goals: Table,
+    overhead: list[str],
 ) -> str:
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
+            *(f"<p>{esc(line)}</p>" for line in overhead),
             "<h2>Environment</h2>", env.to_html()]
     if not sections:
         body.append("<p>No case finished ok: there is nothing to plot.</p>")

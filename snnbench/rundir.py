@@ -150,7 +150,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
         sample_frame = sample_frame.copy()
         _normalise(
             sample_frame,
-            ("neurons", "batch_size", "time_steps", "layers", "sample_index", "value"),
+            ("neurons", "batch_size", "time_steps", "layers", "sample_index", "value",
+             "replicate"),
             ("run_id", "adapter", "variant", "case_id", "device", "dtype", "reset", "phase",
              "metric", "unit", "environment"),
         )

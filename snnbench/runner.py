@@ -39,6 +39,7 @@ from snnbench.libenv import (
     version_request,
 )
 from snnbench.machines import read_machine_records, write_machine_record
+from snnbench.overhead import NULL, PROBES
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
 from snnbench.spec import NetworkSpec
@@ -144,12 +145,15 @@ def _environment_of(item: str, name: str, env: str, entries: dict[str, AdapterEn
 def select_adapters(
     names: tuple[str, ...], entries: dict[str, AdapterEntry],
     environments: Mapping[str, tuple[str, ...]] | None = None,
+    probes: bool = True,
 ) -> list[Selection]:
     """Parse ``--adapters`` items into selections.
 
     An item is ``all``, or ``name[:variant][@VERSION|@ENVIRONMENT]``: ``snntorch@0.9.4`` runs
     the adapter in an environment pinning its library to 0.9.4; ``spikingjelly:torch@legacy``
     in the ``[environments.legacy]`` table of the config. A variant of None means every variant.
+    ``probes=False``: ``all`` leaves out the harness probes (``null``), which a sweep adds
+    once by itself (``[run] overhead_probe``) rather than at every case.
     """
     environments = environments or {}
     chosen: list[Selection] = []
@@ -158,7 +162,7 @@ def select_adapters(
         if not item:
             continue
         if item in ("all", "*"):
-            chosen.extend(Selection(name) for name in entries)
+            chosen.extend(Selection(name) for name in entries if probes or name not in PROBES)
             continue
         name, variant, env = _split_item(item)
         if name not in entries:
@@ -183,7 +187,8 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
     Tasks of an environment carry its name and requirements; :func:`build_environments`
     gives them the interpreter to run under.
     """
-    selections = select_adapters(config.run.adapters, entries, config.environments)
+    selections = select_adapters(config.run.adapters, entries, config.environments,
+                                 probes=False)
     tasks: list[Task] = []
     for spec in config.cases():
         for sel in selections:
@@ -192,7 +197,25 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
             env = (LibraryEnvironment(sel.environment.name, sel.environment.requirements)
                    if sel.environment else LibraryEnvironment())
             tasks.extend(Task(sel.adapter, v, spec, device, env) for v in variants)
-    return list(dict.fromkeys(tasks))
+    tasks = list(dict.fromkeys(tasks))
+    return with_overhead_probe(tasks, entries) if config.run.overhead_probe else tasks
+
+
+def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> list[Task]:
+    """``tasks`` with one ``null`` task (the harness-overhead probe) per device, at the
+    smallest case (fewest n·n·B·T·layers), placed first among that case's tasks; unchanged
+    when the sweep already runs ``null`` on that device or no ``null`` adapter is installed."""
+    if NULL not in entries:
+        return tasks
+    out = list(tasks)
+    for device in dict.fromkeys(t.device for t in tasks):
+        mine = [t for t in out if t.device == device]
+        if any(t.adapter == NULL for t in mine):
+            continue
+        smallest = min(mine, key=lambda t: (t.spec.neurons ** 2 * t.spec.batch_size
+                                            * t.spec.time_steps * t.spec.layers))
+        out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
+    return out
 
 
 #: notify(line): one line about the environments being prepared (built, reused, failed)
@@ -279,6 +302,7 @@ def make_job(
     order: int = 0,
     mode: JobMode = "run",
     dump_path: str = "",
+    replicate: int = 0,
 ) -> Job:
     """The one place a :class:`~snnbench.contract.Job` is built from a task and the settings."""
     env = thread_env(settings.resolved_threads)
@@ -303,6 +327,7 @@ def make_job(
         prepare_timeout_s=max(settings.prepare_timeout_s, settings.timeout_s),
         env=tuple(sorted(env.items())),
         environment=task.environment,
+        replicate=replicate,
     )
 
 
@@ -350,16 +375,32 @@ def static_skip_reason(adapter: Adapter, job: Job) -> str | None:
     return adapter.reason_skipped(job.spec, job.device, job.variant)
 
 
+def replicate_order(tasks: list[Task], replicates: int) -> list[tuple[Task, int]]:
+    """(task, replicate) in sweep order: case by case, each case's tasks ``replicates``
+    times, in reverse order for every odd replicate (ABBA: A B, B A, A B...), so that a drift
+    of the machine during a case weighs on every adapter alike."""
+    cases: dict[str, list[Task]] = {}
+    for task in tasks:
+        cases.setdefault(task.spec.case_id, []).append(task)
+    return [(task, r) for group in cases.values() for r in range(replicates)
+            for task in (group if r % 2 == 0 else group[::-1])]
+
+
 def plan_jobs(tasks: list[Task], settings: RunSettings,
               entries: dict[str, AdapterEntry]) -> list[Job]:
-    """One job per task, numbered in sweep order."""
+    """One job per task and replicate (``settings.replicates`` fresh processes per case,
+    :func:`replicate_order`), numbered in sweep order."""
     jobs: list[Job] = []
-    for order, task in enumerate(tasks, start=1):
-        try:
-            adapter: Adapter | None = entries[task.adapter].create()
-        except Exception:  # reported by static_record
-            adapter = None
-        jobs.append(make_job(task, settings, adapter, order))
+    adapters: dict[str, Adapter | None] = {}
+    for order, (task, replicate) in enumerate(replicate_order(tasks, settings.replicates),
+                                              start=1):
+        if task.adapter not in adapters:
+            try:
+                adapters[task.adapter] = entries[task.adapter].create()
+            except Exception:  # reported by static_record
+                adapters[task.adapter] = None
+        jobs.append(make_job(task, settings, adapters[task.adapter], order,
+                             replicate=replicate))
     return jobs
 
 

@@ -123,6 +123,12 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "temperature_after_c",
     "power_before_w",
     "power_after_w",
+    # --replicates: fresh processes pooled into the row, and the spread between their medians
+    # ((max - min) / median of the replicate medians) beside the spread within one (median of
+    # each replicate's IQR / median)
+    "replicates",
+    "replicate_spread",
+    "within_spread",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -144,6 +150,8 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "sample_index",
     "value",
     "environment",
+    # which fresh process of the case took the sample (0 for the first; --replicates)
+    "replicate",
 )
 
 #: columns added after runs were first written, with the value every older run implicitly
@@ -167,6 +175,10 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "temperature_after_c": float("nan"),
     "power_before_w": float("nan"),
     "power_after_w": float("nan"),
+    "replicates": 1,
+    "replicate_spread": float("nan"),
+    "within_spread": float("nan"),
+    "replicate": 0,
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -175,11 +187,13 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
+    "replicate_spread", "within_spread",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
     "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
     "block_size",
+    "replicates",
 )
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (

@@ -97,6 +97,40 @@ def summarize(samples: Sequence[float]) -> Summary:
     )
 
 
+def replicate_spread(medians: Sequence[float]) -> float:
+    """Spread between replicates: (max − min) / median of the replicates' medians.
+
+    The replicates are fresh processes of one case (``--replicates``); their medians differ by
+    what one process hides (allocator state, clocks, memory layout). NaN for fewer than two
+    finite medians or a median of 0.
+    """
+    values = np.asarray([m for m in medians if math.isfinite(m)], dtype=np.float64)
+    if values.size < 2:
+        return math.nan
+    centre = float(np.median(values))
+    return float(values.max() - values.min()) / centre if centre else math.nan
+
+
+def within_spread(replicates: Sequence[Sequence[float]]) -> float:
+    """Spread within one process: the median over replicates of each one's IQR / median
+    (NaN when no replicate has a finite ratio). Comparable with :func:`replicate_spread`."""
+    ratios = [summarize(values).iqr_ratio for values in replicates if len(values)]
+    finite = [r for r in ratios if math.isfinite(r)]
+    return float(np.median(finite)) if finite else math.nan
+
+
+def replicate_warning(spread: float, within: float) -> str:
+    """A warning when replicates differ by more than :data:`NOISY_IQR_RATIO` of the median
+    and by more than a process's own spread ('' otherwise)."""
+    if not math.isfinite(spread) or spread <= NOISY_IQR_RATIO:
+        return ""
+    if math.isfinite(within) and spread <= within:
+        return ""
+    inside = f"{within:.0%}" if math.isfinite(within) else "unknown"
+    return (f"replicates differ: their medians span {spread:.0%} of the median (within one "
+            f"process {inside}); the process matters, raise --replicates")
+
+
 def noise_warning(summary: Summary) -> str:
     """A warning that says what to do when the spread is high, or '' when it is fine."""
     ratio = summary.iqr_ratio

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from snnbench.contract import CaseRecord
+from snnbench.contract import CaseRecord, case_key
 from snnbench.errors import UserError
 from snnbench.measurement import MeasurementInfo
 from snnbench.schema import (
@@ -40,7 +40,13 @@ from snnbench.schema import (
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
 )
-from snnbench.stats import noise_warning, summarize
+from snnbench.stats import (
+    noise_warning,
+    replicate_spread,
+    replicate_warning,
+    summarize,
+    within_spread,
+)
 
 
 class StorageError(UserError):
@@ -380,73 +386,38 @@ def _case_columns(record: CaseRecord) -> dict[str, Any]:
 
 
 def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
-    """One row per adapter × case × phase × metric (one status row for a non-ok case)."""
+    """One row per adapter × case × phase × metric (one status row for a non-ok case).
+
+    The replicates of a case (``--replicates``: fresh processes) make one row per phase and
+    metric, its statistics over the samples of every ok replicate, with the replicate count
+    and the spread between and within replicates; a replicate that did not finish ok adds a
+    status row (one per distinct status and message).
+    """
     rows: list[dict[str, Any]] = []
-    for record in records:
-        base = {
-            "run_id": run_id,
-            **_case_columns(record),
-            "library": record.library,
-            "library_version": record.library_version or "",
-            "status": record.status,
-            "message": record.message,
-            "spike_match": _num(record.spike_match),
-            "grad_cosine": _num(record.grad_cosine),
-            "case_id": record.case_id,
-            "allow_mismatch": record.allow_mismatch,
-            "requirements": "; ".join(record.environment.requirements),
-            "packages": environment_packages(record),
-            "executor": record.placement.executor,
-            "host": record.placement.host,
-            "gpu_uuid": record.placement.gpu_uuid,
-            "concurrency": record.placement.concurrency,
-        }
-        info = MeasurementInfo.from_dict(record.measurement)
-        measurements = record.samples
-        if record.status != "ok" or not measurements:
-            rows.append({**base, "phase": "", "metric": "", "unit": "", "n_samples": 0})
-            continue
-        for phase, metrics in measurements.items():
-            for metric, values in metrics.items():
-                summary = summarize([float(v) for v in values if v is not None])
-                warning = ""
-                if metric == "time_s":
-                    warning = "; ".join(w for w in (noise_warning(summary), info.warning) if w)
-                rows.append(
-                    {
-                        **base,
-                        "phase": phase,
-                        "metric": metric,
-                        "unit": METRIC_UNITS.get(metric, ""),
-                        "median": summary.median,
-                        "q1": summary.q1,
-                        "q3": summary.q3,
-                        "iqr": summary.iqr,
-                        "mean": summary.mean,
-                        "std": summary.std,
-                        "min": summary.min,
-                        "max": summary.max,
-                        "n_samples": summary.n,
-                        "ci99_low": summary.ci99_low,
-                        "ci99_high": summary.ci99_high,
-                        "outliers": summary.outliers,
-                        "warning": warning,
-                        **_measurement_columns(info, phase),
-                    }
-                )
+    for group in _replicate_groups(records).values():
+        done = [r for r in group if r.status == "ok" and r.samples]
+        for record in _distinct_failures([r for r in group if not any(r is d for d in done)]):
+            rows.append({**_base_columns(record, run_id, group), "phase": "", "metric": "",
+                         "unit": "", "n_samples": 0,
+                         "replicates": sum(_same_outcome(r, record) for r in group)})
+        if done:
+            rows.extend(_metric_rows(done, run_id))
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame = _add_floor_ratio(frame)
     return _typed_summary(frame)
 
 
-def _measurement_columns(info: MeasurementInfo, phase: str) -> dict[str, Any]:
-    """The timer, block and GPU-state columns of one phase's rows."""
-    before, after = info.gpu_before, info.gpu_after
+def _measurement_columns(infos: list[MeasurementInfo], phase: str) -> dict[str, Any]:
+    """The timer, block and GPU-state columns of one phase's rows, from a case's ok replicates
+    in order: the GPU before the first and after the last; the timer's null time and the block
+    of the first (replicates of one case differ only by noise in them)."""
+    first = infos[0]
+    before, after = first.gpu_before, infos[-1].gpu_after
     return {
-        "timer": info.timer,
-        "timer_null_s": info.timer_null_s,
-        "block_size": info.block_size.get(phase, 1),
-        "warmup_stop": info.warmup_stop,
+        "timer": _joined([info.timer for info in infos]),
+        "timer_null_s": first.timer_null_s,
+        "block_size": first.block_size.get(phase, 1),
+        "warmup_stop": _joined([info.warmup_stop for info in infos]),
         "sm_clock_before_mhz": before.sm_clock_mhz if before else math.nan,
         "sm_clock_after_mhz": after.sm_clock_mhz if after else math.nan,
         "temperature_before_c": before.temperature_c if before else math.nan,
@@ -454,6 +425,104 @@ def _measurement_columns(info: MeasurementInfo, phase: str) -> dict[str, Any]:
         "power_before_w": before.power_w if before else math.nan,
         "power_after_w": after.power_w if after else math.nan,
     }
+
+
+def _replicate_groups(records: list[CaseRecord]) -> dict[str, list[CaseRecord]]:
+    """Records by case (their key without the replicate), in the order cases first finished."""
+    groups: dict[str, list[CaseRecord]] = {}
+    for record in records:
+        key = case_key(record.adapter, record.variant, record.device, record.case_id,
+                       record.environment.name)
+        groups.setdefault(key, []).append(record)
+    for group in groups.values():
+        group.sort(key=lambda r: r.replicate)
+    return groups
+
+
+def _same_outcome(a: CaseRecord, b: CaseRecord) -> bool:
+    return (a.status, a.message) == (b.status, b.message)
+
+
+def _distinct_failures(records: list[CaseRecord]) -> list[CaseRecord]:
+    """One record per distinct (status, message): replicates skipped alike are one row."""
+    out: list[CaseRecord] = []
+    for record in records:
+        if not any(_same_outcome(record, r) for r in out):
+            out.append(record)
+    return out
+
+
+def _joined(values: list[str]) -> str:
+    return "; ".join(v for v in dict.fromkeys(values) if v)
+
+
+def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> dict[str, Any]:
+    """The case columns of a row, from ``record``; where the replicates ran, from them all."""
+    return {
+        "run_id": run_id,
+        **_case_columns(record),
+        "library": record.library,
+        "library_version": record.library_version or "",
+        "status": record.status,
+        "message": record.message,
+        "spike_match": _num(record.spike_match),
+        "grad_cosine": _num(record.grad_cosine),
+        "case_id": record.case_id,
+        "allow_mismatch": record.allow_mismatch,
+        "requirements": "; ".join(record.environment.requirements),
+        "packages": environment_packages(record),
+        "executor": _joined([r.placement.executor for r in group]),
+        "host": _joined([r.placement.host for r in group]),
+        "gpu_uuid": _joined([r.placement.gpu_uuid for r in group]),
+        "concurrency": max(r.placement.concurrency for r in group),
+    }
+
+
+def _metric_rows(done: list[CaseRecord], run_id: str) -> list[dict[str, Any]]:
+    """The statistics rows of a case from its ok replicates (one record when not replicated)."""
+    base = _base_columns(done[0], run_id, done)
+    pairs: dict[tuple[str, str], None] = {}
+    for record in done:
+        for phase, metrics in record.samples.items():
+            pairs.update(dict.fromkeys((phase, metric) for metric in metrics))
+    infos = [MeasurementInfo.from_dict(r.measurement) for r in done]
+    throttled = [info.warning for info in infos]
+    rows = []
+    for phase, metric in pairs:
+        per_replicate = [[float(v) for v in r.samples.get(phase, {}).get(metric, [])
+                          if v is not None] for r in done]
+        per_replicate = [values for values in per_replicate if values]
+        summary = summarize([v for values in per_replicate for v in values])
+        spread = replicate_spread([summarize(values).median for values in per_replicate])
+        within = within_spread(per_replicate)
+        warning = ""
+        if metric == "time_s":
+            warning = _joined([noise_warning(summary), replicate_warning(spread, within),
+                               *throttled])
+        rows.append({
+            **base,
+            "phase": phase,
+            "metric": metric,
+            "unit": METRIC_UNITS.get(metric, ""),
+            "median": summary.median,
+            "q1": summary.q1,
+            "q3": summary.q3,
+            "iqr": summary.iqr,
+            "mean": summary.mean,
+            "std": summary.std,
+            "min": summary.min,
+            "max": summary.max,
+            "n_samples": summary.n,
+            "ci99_low": summary.ci99_low,
+            "ci99_high": summary.ci99_high,
+            "outliers": summary.outliers,
+            "warning": warning,
+            "replicates": len(per_replicate),
+            "replicate_spread": spread,
+            "within_spread": within,
+            **_measurement_columns(infos, phase),
+        })
+    return rows
 
 
 def environment_packages(record: CaseRecord) -> str:
@@ -515,11 +584,12 @@ def samples_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
                             "unit": METRIC_UNITS.get(metric, ""),
                             "sample_index": index,
                             "value": _num(value),
+                            "replicate": record.replicate,
                         }
                     )
     frame = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype("float64")
-    for col in ("neurons", "batch_size", "time_steps", "layers", "sample_index"):
+    for col in ("neurons", "batch_size", "time_steps", "layers", "sample_index", "replicate"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
     return frame
 

@@ -1,0 +1,112 @@
+"""``null``: a harness probe that does no work, so its step time is the harness's own overhead.
+
+Its model's forward, backward and step do nothing; :meth:`NullModel.synchronize` waits for the
+device (``torch.cuda.synchronize`` on CUDA, nothing on the CPU). A timed ``null`` sample is
+therefore what every other sample pays on top of its work: the timer reads, the method calls,
+the gradient reset and the two synchronizations of a timed region. It is the smallest time the
+harness can resolve; the report gives it as a share of the run's smallest case
+(:func:`snnbench.overhead.harness_overhead`).
+
+It computes no network, so it is never verified against the reference (``verifiable=False``:
+its rows say so in their message, never silently) and it is left out of every ranking, plot,
+target and regression gate. A run adds one ``null`` case by itself, at its smallest case per
+device, when ``[run] overhead_probe`` is true (the shipped configs set it); ``--adapters null``
+runs it at every case like any adapter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.spec import (
+    DTYPES,
+    INPUT_KINDS,
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    FloatArray,
+    NetworkSpec,
+)
+
+#: the message of every null row: why it was not verified and what its figure means
+PROBE_NOTE = "harness probe: does no work, not verified; its time is the harness overhead"
+
+
+class NullModel(Model):
+    """A model whose every call returns at once; only :meth:`synchronize` waits (on CUDA)."""
+
+    def __init__(self, spec: NetworkSpec, device: str) -> None:
+        self.shape = spec.input_shape()
+        self.layers = spec.layers
+        self._sync: Any = None
+        if device == "cuda":
+            import torch
+
+            self._sync = torch.cuda.synchronize
+
+    def forward(self) -> Any:
+        return None
+
+    def backward(self, handle: Any) -> None:
+        return None
+
+    def step(self) -> Any:
+        # not forward() + backward(): a probe of the harness alone, one call like a fused step
+        return None
+
+    def zero_grad(self) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        if self._sync is not None:
+            self._sync()
+
+    def spikes(self, handle: Any) -> FloatArray:
+        """Zeros of the output shape: the probe computes no spikes."""
+        return np.zeros(self.shape, dtype=np.float32)
+
+    def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
+        """Zeros of the gradient shapes: the probe computes no gradients."""
+        n = self.shape[2]
+        return ([np.zeros((n, n), dtype=np.float32) for _ in range(self.layers)],
+                [np.zeros(n, dtype=np.float32) for _ in range(self.layers)])
+
+
+class NullAdapter(Adapter):
+    """The harness-overhead probe (see the module docstring)."""
+
+    name = "null"
+    library = "snnbench"
+    module = "snnbench"
+    # no library to set up: the harness applies nothing, and the CPU probe imports nothing
+    framework = "numpy"
+    description = "does nothing but synchronize: the harness's own overhead per sample"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        return Capabilities(
+            devices=("cpu", "cuda"),
+            dtypes=DTYPES,
+            surrogates=SURROGATES,
+            input_kinds=INPUT_KINDS,
+            matmul_precisions=MATMUL_PRECISIONS,
+            exact_dynamics=False,
+            exact_gradient=False,
+            approximation_note=PROBE_NOTE,
+            verifiable=False,
+        )
+
+    def check_variant(self, variant: str, device: str) -> None:
+        if device != "cuda":
+            return
+        try:
+            import torch
+        except Exception as exc:  # no torch: nothing here can synchronize a CUDA device
+            raise AdapterUnavailable(f"the CUDA probe synchronizes through torch: {exc}") from exc
+        if not torch.cuda.is_available():
+            raise AdapterUnavailable("no CUDA device visible to torch")
+
+    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        return NullModel(spec, device)
