@@ -322,6 +322,13 @@ def run(
     wheelhouse: Annotated[str | None, typer.Option(
         help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
         "offline.")] = None,
+    strict: Annotated[bool, typer.Option(
+        help="Refuse to run on a noisy machine (other processes busy, threads beyond the free "
+        "cores, other processes on the GPU): exit 2 with the reason, nothing written.")] = False,
+    thread_wait: Annotated[str | None, typer.Option(
+        help="How idle CPU threads wait, for every adapter: passive (default: sleep at once, "
+        "robust on a busy machine), active (spin), library (each library's own default).")
+    ] = None,
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
@@ -350,6 +357,10 @@ def run(
             run_overrides[key] = value
     if allow_mismatch:
         run_overrides["allow_mismatch"] = True
+    if strict:
+        run_overrides["strict"] = True
+    if thread_wait is not None:
+        run_overrides["thread_wait"] = thread_wait
     if wheelhouse is not None:
         run_overrides["wheelhouse"] = wheelhouse
     if neurons is not None:
@@ -439,6 +450,8 @@ def run(
         if bars:  # a Progress never started would still print an empty line when stopped
             progress.stop()
     _print_run(outcome.run_dir, "text")
+    for reason in outcome.noise.reasons:
+        err_console.print(f"noisy run: {escape(reason)}", highlight=False, soft_wrap=True)
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")

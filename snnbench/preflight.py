@@ -325,8 +325,7 @@ def _threads_finding(cpus: int, others: float, threads: int, jobs: int) -> Findi
         how = f"--threads {fit}" + (" or fewer --jobs" if jobs > 1 else "")
         return Finding("threads", "warning",
                        f"{wanted} threads ({threads} per case × {jobs} at once) on {free:.1f} "
-                       f"free cores of {cpus}: a thread without a core stalls its team for a "
-                       f"scheduler tick (4 ms steps); use {how}", value)
+                       f"free cores of {cpus}: threads will wait for cores; use {how}", value)
     return Finding("threads", "ok", f"{wanted} threads on {free:.1f} free cores", value)
 
 

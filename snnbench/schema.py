@@ -114,6 +114,8 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "host",
     "gpu_uuid",
     "concurrency",
+    # cores other processes kept busy while the case was timed (snnbench.preflight)
+    "busy_cores",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -139,7 +141,7 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
 
 #: columns added after runs were first written, with the value every older run implicitly
 #: had: readers fill them in, so older run folders (baselines) stay readable
-ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "environment": "",
     "requirements": "",
     "packages": "",
@@ -147,12 +149,13 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int]] = {
     "host": "",
     "gpu_uuid": "",
     "concurrency": 1,
+    "busy_cores": float("nan"),
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
 SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
-    "spike_match", "grad_cosine", "floor_ratio",
+    "spike_match", "grad_cosine", "floor_ratio", "busy_cores",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (

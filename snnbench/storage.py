@@ -24,6 +24,7 @@ import pandas as pd
 
 from snnbench.contract import CaseRecord
 from snnbench.errors import UserError
+from snnbench.preflight import case_busy_cores
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -399,6 +400,7 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             "host": record.placement.host,
             "gpu_uuid": record.placement.gpu_uuid,
             "concurrency": record.placement.concurrency,
+            "busy_cores": _num(case_busy_cores(record)),
         }
         measurements = record.samples
         if record.status != "ok" or not measurements:

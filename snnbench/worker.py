@@ -26,6 +26,7 @@ from snnbench.energy import measure_energy
 from snnbench.environment import TRACKED_PACKAGES, package_versions
 from snnbench.libenv import pin_names
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
+from snnbench.preflight import CpuMonitor
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
@@ -52,7 +53,9 @@ def is_oom(exc: BaseException) -> bool:
 
 def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) -> dict[str, Any]:
     """The same precision, thread and seed settings for every adapter of a framework."""
-    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision}
+    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision,
+                               # how idle OpenMP threads wait ([run] thread_wait), as set
+                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     tf32 = spec.matmul_precision == "tf32"
     if framework == "torch" or "torch" in sys.modules:
         import torch
@@ -139,6 +142,8 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
         del handle
         samples["setup"]["first_call_s"] = [time.perf_counter() - start]
         record.measurement["warmup_steps"] = warm_up(model, settings)
+        # what other processes did with the CPUs while this case was timed (a busy machine)
+        monitor = CpuMonitor().start()
         for phase in job.phases:
             probe.reset()
             rss.reset()
@@ -154,6 +159,7 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
             if peak is not None:
                 metrics["peak_mem_bytes"] = [float(peak)]
             samples[phase] = metrics
+        record.measurement["cpu"] = monitor.stop().to_dict()
         if job.energy and device == "cuda":
             energy = _measure_energy(model, settings)
             if energy:
