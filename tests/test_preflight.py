@@ -278,3 +278,16 @@ def test_strict_refuses_a_busy_machine_in_one_line_and_writes_nothing(
     assert "other processes keep 1.5 cores busy" in lines[0]
     assert "Traceback" not in result.stdout + result.stderr
     assert not out.exists()
+
+
+def test_env_check_prints_the_findings_and_exits_1_when_noisy(
+        busy_machine: Callable[[float], None]) -> None:
+    busy_machine(1.5)
+    result = CliRunner().invoke(app, ["env", "--check", "--json", "--threads", "1"])
+    assert result.exit_code == 1, result.stdout
+    data = json.loads(result.stdout)
+    assert data["noisy"] is True and data["threads"] == 1
+    busy_machine(0.0)
+    result = CliRunner().invoke(app, ["env", "--check"])
+    assert result.exit_code == 0, result.stdout
+    assert "load average 0.20" in result.stdout
