@@ -507,6 +507,10 @@ def start_run(
             manifest = run_dir.read_manifest()
             run_id = str(manifest["run_id"])
             config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
+            if "thread_wait" not in manifest["config"].get("run", {}):
+                # written before the wait policy existed: its cases ran with the libraries' own
+                config = dataclasses.replace(config, run=dataclasses.replace(
+                    config.run, thread_wait="library"))
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)

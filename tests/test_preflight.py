@@ -291,3 +291,24 @@ def test_env_check_prints_the_findings_and_exits_1_when_noisy(
     result = CliRunner().invoke(app, ["env", "--check"])
     assert result.exit_code == 0, result.stdout
     assert "load average 0.20" in result.stdout
+
+
+def test_resuming_a_run_from_before_the_wait_policy_keeps_the_libraries_default(
+        fake_plugins: Path, tmp_path: Path, busy_machine: Callable[[float], None]) -> None:
+    busy_machine(0.0)
+    config = RunConfig.from_dict({
+        "run": {**FAST, "adapters": ["fake-ok"]},
+        "network": {"batch_size": 2, "time_steps": 10},
+        "sweep": [{"neurons": [8, 16]}],
+    })
+    outcome = start_run(config, tmp_path / "run", tmp_path, False)
+    path = outcome.run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["config"]["run"]["thread_wait"]  # as an older snnbench wrote it
+    path.write_text(json.dumps(manifest))
+    first = sorted((outcome.run_dir / "cases").glob("*.json"))[0]
+    first.unlink()
+    start_run(RunConfig(), tmp_path / "run", tmp_path, True)
+    record = json.loads(first.read_text())
+    assert record["settings"]["omp_wait_policy"] == ""
+    assert len(json.loads(path.read_text())["preflight"]) == 4  # start and end, twice
