@@ -452,9 +452,9 @@ def noise_verdict(preflights: list[dict[str, Any]], records: list[CaseRecord]) -
         for finding in check.get("findings", []):
             if finding.get("level") == "warning":
                 reasons.append(f"at the {check.get('when', '?')}: {finding.get('message', '')}")
-    busy = [(b, r) for r in records if (b := case_busy_cores(r)) is not None and b >= BUSY_CORES]
+    measured = [b for r in records if (b := case_busy_cores(r)) is not None]
+    busy = [b for b in measured if b >= BUSY_CORES]
     if busy:
-        worst = max(b for b, _ in busy)
-        reasons.append(f"{len(busy)} of {len(records)} cases were timed while other processes "
-                       f"kept up to {worst:.1f} cores busy (column busy_cores)")
+        reasons.append(f"{len(busy)} of {len(measured)} timed cases ran while other processes "
+                       f"kept up to {max(busy):.1f} cores busy (column busy_cores)")
     return NoiseVerdict(bool(reasons), reasons)

@@ -175,11 +175,13 @@ def test_noise_verdict_names_every_reason() -> None:
     quiet = {"when": "start", "findings": [{"level": "ok", "message": "fine"}]}
     busy_end = {"when": "end", "findings": [{"level": "warning", "message": "busy"}]}
     assert not noise_verdict([quiet], [_record(0.1)]).noisy
-    verdict = noise_verdict([quiet, busy_end], [_record(0.1), _record(1.3), _record(0.6)])
+    # a case that was not timed (no measurement) is not counted
+    verdict = noise_verdict([quiet, busy_end],
+                            [_record(0.1), _record(1.3), _record(0.6), _record(None)])
     assert verdict.noisy
     assert verdict.reasons == [
         "at the end: busy",
-        "2 of 3 cases were timed while other processes kept up to 1.3 cores busy "
+        "2 of 3 timed cases ran while other processes kept up to 1.3 cores busy "
         "(column busy_cores)",
     ]
 
@@ -312,3 +314,17 @@ def test_resuming_a_run_from_before_the_wait_policy_keeps_the_libraries_default(
     record = json.loads(first.read_text())
     assert record["settings"]["omp_wait_policy"] == ""
     assert len(json.loads(path.read_text())["preflight"]) == 4  # start and end, twice
+
+
+def test_a_busy_case_gets_a_note_in_the_table() -> None:
+    from snnbench.storage import summary_frame
+    from snnbench.tables import HEADERS, case_rows
+
+    busy, quiet = _record(1.25), _record(0.1)
+    quiet.spec = NetworkSpec(neurons=64)
+    for record in (busy, quiet):
+        record.samples = {"step": {"time_s": [1.0, 1.0, 1.0, 1.0]}}
+    frame = summary_frame([busy, quiet], "run")
+    assert list(frame["busy_cores"]) == [1.25, 0.1]
+    notes = [row[HEADERS.index("note")] for row in case_rows(frame)]
+    assert notes == ["busy machine: other processes used 1.2 cores while it was timed", ""]
