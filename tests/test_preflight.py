@@ -328,3 +328,13 @@ def test_a_busy_case_gets_a_note_in_the_table() -> None:
     assert list(frame["busy_cores"]) == [1.25, 0.1]
     notes = [row[HEADERS.index("note")] for row in case_rows(frame)]
     assert notes == ["busy machine: other processes used 1.2 cores while it was timed", ""]
+
+
+def test_compare_warns_about_a_noisy_run() -> None:
+    from snnbench.compare import manifest_warnings
+
+    noisy = {"noise": {"noisy": True, "reasons": ["at the start: busy", "at the end: busy"]}}
+    quiet = {"noise": {"noisy": False, "reasons": []}}
+    assert manifest_warnings(quiet, noisy) == [
+        "the candidate run was noisy: at the start: busy (+1 more)"]
+    assert manifest_warnings(quiet, {}) == []
