@@ -134,6 +134,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat every configuration this many times, interleaved (keep "
+                        "the rounds whose 'others' column is near 0: the quiet ones)")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     if args.child:
@@ -150,8 +153,10 @@ def main() -> int:
         try:
             if busy is not None:
                 time.sleep(0.5)
-            for adapter in args.adapters.split(","):
-                for name in args.configs.split(","):
+            plan = [(a, c) for _ in range(args.rounds) for a in args.adapters.split(",")
+                    for c in args.configs.split(",")]
+            for adapter, name in plan:
+                if True:
                     r = run_config(name, adapter, args)
                     r.update(load=load, adapter=adapter, config=name,
                              loadavg=os.getloadavg()[0])
