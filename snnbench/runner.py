@@ -548,7 +548,8 @@ def start_run(
             run_dir.lock()
             locked = run_dir
             manifest = new_manifest(run_id, config, tasks, device)
-            manifest["preflight"] = []
+            # recorded now, so an interrupted sweep keeps it
+            manifest["preflight"] = [before.to_dict()] if before is not None else []
             if built:
                 manifest["environments"] = [env.to_dict() for env in built]
             run_dir.write_manifest(manifest)
@@ -570,8 +571,10 @@ def start_run(
         run_dir.rebuild_tables(run_id)
         after = preflight_check(config.run, executor, device, None, when="end")
         manifest = run_dir.read_manifest()
+        # a new run recorded its start check with the manifest; a resumed one adds it now
+        checks = (before if resume else None, after)
         manifest["preflight"] = [*manifest.get("preflight", []),
-                                 *(p.to_dict() for p in (before, after) if p is not None)]
+                                 *(p.to_dict() for p in checks if p is not None)]
         outcome.noise = noise_verdict(manifest["preflight"], run_dir.case_records())
         manifest["noise"] = outcome.noise.to_dict()
         manifest["finished_utc"] = now_utc()
