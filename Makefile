@@ -64,7 +64,7 @@ test: setup check
 	$(VENV)/bin/pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check snnbench adapters tests docker examples scripts
+	$(VENV)/bin/ruff check snnbench adapters tests docker examples scripts benchmarks
 
 typecheck: setup
 	$(VENV)/bin/mypy snnbench adapters

@@ -325,6 +325,13 @@ def run(
     wheelhouse: Annotated[str | None, typer.Option(
         help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
         "offline.")] = None,
+    strict: Annotated[bool, typer.Option(
+        help="Refuse to run on a noisy machine (other processes busy, threads beyond the free "
+        "cores, other processes on the GPU): exit 2 with the reason, nothing written.")] = False,
+    thread_wait: Annotated[str | None, typer.Option(
+        help="How idle CPU threads wait, for every adapter: passive (default: sleep at once, "
+        "robust on a busy machine), active (spin), library (each library's own default).")
+    ] = None,
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
@@ -357,6 +364,10 @@ def run(
         run_overrides["replicates"] = replicates
     if allow_mismatch:
         run_overrides["allow_mismatch"] = True
+    if strict:
+        run_overrides["strict"] = True
+    if thread_wait is not None:
+        run_overrides["thread_wait"] = thread_wait
     if wheelhouse is not None:
         run_overrides["wheelhouse"] = wheelhouse
     if neurons is not None:
@@ -446,6 +457,8 @@ def run(
         if bars:  # a Progress never started would still print an empty line when stopped
             progress.stop()
     _print_run(outcome.run_dir, "text")
+    for reason in outcome.noise.reasons:
+        err_console.print(f"noisy run: {escape(reason)}", highlight=False, soft_wrap=True)
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")
@@ -554,10 +567,36 @@ def merge(
 @app.command()
 def env(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Run the pre-flight noise check a run starts with (load, other GPU "
+        "processes, governor, turbo, threads against free cores) and print its findings.")
+    ] = False,
+    threads: Annotated[int, typer.Option(
+        help="--check: CPU threads per case (0 = all cores).", min=0)] = 0,
+    jobs: Annotated[int, typer.Option(help="--check: cases side by side.", min=1)] = 1,
+    device: Annotated[str, typer.Option(help="--check: cpu or cuda.")] = "cpu",
 ) -> None:
-    """Show the environment a run here would record (machine, GPU, versions)."""
+    """Show the environment a run here would record (machine, GPU, versions).
+
+    With --check, the pre-flight noise check instead (as pyperf's 'system show'); exit 0
+    when the machine is quiet, 1 when a finding would make a run noisy.
+    """
     from snnbench.environment import collect_environment
 
+    if check:
+        from snnbench.config import RunSettings
+        from snnbench.preflight import check_machine
+
+        _choice("--device", device, [device], ("cpu", "cuda"))
+        result = check_machine(RunSettings(threads=threads).resolved_threads, jobs, device)
+        if as_json:
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            colors = {"ok": "green", "notice": "yellow", "warning": "red"}
+            for finding in result.findings:
+                console.print(f"[{colors[finding.level]}]{finding.level:7}[/] "
+                              f"{finding.check:13} {escape(finding.message)}", highlight=False)
+        raise typer.Exit(1 if result.noisy else 0)
     data = collect_environment()
     if as_json:
         print(json.dumps(data, indent=2))

@@ -490,6 +490,13 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
             if b_env.get(name) != c_env.get(name):
                 warnings.append(f"environment variable {name} differs: "
                                 f"{b_env.get(name, 'unset')} → {c_env.get(name, 'unset')}")
+    # a run measured on a busy machine (snnbench.preflight): its times include the waiting
+    for label, manifest in (("baseline", base), ("candidate", cand)):
+        noise = manifest.get("noise")
+        if isinstance(noise, dict) and noise.get("noisy"):
+            reasons = [str(r) for r in noise.get("reasons") or []]
+            more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+            warnings.append(f"the {label} run was noisy: {reasons[0] if reasons else '?'}{more}")
     return warnings
 
 

@@ -33,6 +33,9 @@ from snnbench.spec import NetworkSpec, SpecError, shown
 from snnbench.timing import MeasureSettings
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
+#: how idle CPU threads wait (``[run] thread_wait``): ``passive`` sleeps at once
+#: (OMP_WAIT_POLICY=PASSIVE), ``active`` spins, ``library`` leaves each library's default
+THREAD_WAITS: tuple[str, ...] = ("passive", "active", "library")
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkSpec))
 
 
@@ -77,6 +80,10 @@ class RunSettings:
     #: add one ``null`` case (the harness-overhead probe) per run at its smallest case, so the
     #: report can give the harness overhead; the shipped configs turn it on
     overhead_probe: bool = False
+    #: refuse to start on a noisy machine (snnbench.preflight): exit 2 with the reason
+    strict: bool = False
+    #: how idle CPU threads wait, for every adapter (see THREAD_WAITS, docs/methodology.md)
+    thread_wait: str = "passive"
 
     def __post_init__(self) -> None:
         # every key is type-checked: a wrong type must be one line now, never a traceback or an
@@ -104,10 +111,13 @@ class RunSettings:
             if (isinstance(value, bool) or not isinstance(value, int | float)
                     or not math.isfinite(value) or value < 0):
                 raise ConfigError(f"{name} must be a finite number ≥ 0, got {shown(value)}")
-        for name in ("verify", "allow_mismatch", "energy", "overhead_probe"):
+        for name in ("verify", "allow_mismatch", "energy", "overhead_probe", "strict"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {shown(value)}")
+        if not isinstance(self.thread_wait, str) or self.thread_wait not in THREAD_WAITS:
+            raise ConfigError(f"thread_wait must be one of {', '.join(THREAD_WAITS)}, got "
+                              f"{shown(self.thread_wait)}")
         for name in ("env_cache", "wheelhouse"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name} must be a path (text), got {shown(getattr(self, name))}")

@@ -40,6 +40,7 @@ from snnbench.libenv import (
 )
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.overhead import NULL, PROBES
+from snnbench.preflight import NoiseVerdict, noise_verdict, preflight_check
 from snnbench.registry import AdapterEntry, discover
 from snnbench.schema import FAILED_STATUSES, JOBS_DIR, RETRY_STATUSES
 from snnbench.spec import NetworkSpec
@@ -85,6 +86,8 @@ class SweepOutcome:
     run_id: str
     records: list[CaseRecord] = field(default_factory=list)
     skipped_existing: int = 0
+    #: whether the machine was noisy before, during or after the sweep, and why
+    noise: NoiseVerdict = field(default_factory=NoiseVerdict)
 
     @property
     def failed(self) -> bool:
@@ -279,11 +282,25 @@ def _environment_line(env: BuiltEnvironment) -> str:
     return text
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    """Environment giving every library the same CPU thread count."""
+#: ``[run] thread_wait`` → OMP_WAIT_POLICY (read by libgomp, which torch's oneDNN and MKL
+#: run on, and by Intel's libiomp); ``library`` sets nothing
+WAIT_POLICIES: dict[str, str] = {"passive": "PASSIVE", "active": "ACTIVE"}
+
+
+def thread_env(threads: int, wait: str = "passive") -> dict[str, str]:
+    """Environment giving every library the same CPU thread count and wait policy.
+
+    Passive waiting by default: with libgomp's default, a thread that finishes its share of a
+    GEMM spins on its core before it sleeps; when another process holds the core its
+    team-mate needs, the team-mate gets a core back only at a scheduler tick (4 ms at HZ=250),
+    so times came in steps of 4-8 ms. A sleeping thread frees its core at once
+    (benchmarks/cpu_contention.py, docs/methodology.md).
+    """
     env = {name: str(threads) for name in (
         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
     )}
+    if wait in WAIT_POLICIES:
+        env["OMP_WAIT_POLICY"] = WAIT_POLICIES[wait]
     env["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "")
         + f" --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}"
@@ -305,7 +322,7 @@ def make_job(
     replicate: int = 0,
 ) -> Job:
     """The one place a :class:`~snnbench.contract.Job` is built from a task and the settings."""
-    env = thread_env(settings.resolved_threads)
+    env = thread_env(settings.resolved_threads, settings.thread_wait)
     if adapter is not None:
         env.update(adapter.worker_env(task.variant))
     return Job(
@@ -531,6 +548,10 @@ def start_run(
             manifest = run_dir.read_manifest()
             run_id = str(manifest["run_id"])
             config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
+            if "thread_wait" not in manifest["config"].get("run", {}):
+                # written before the wait policy existed: its cases ran with the libraries' own
+                config = dataclasses.replace(config, run=dataclasses.replace(
+                    config.run, thread_wait="library"))
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
@@ -542,6 +563,7 @@ def start_run(
                 executor = choose_executor(executor_settings or config.executor, device,
                                            config.run.resolved_threads)
             config = share_threads(config, executor)
+            before = preflight_check(config.run, executor, device, notify)
         except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
             if executor is not None:
                 executor.close()
@@ -559,12 +581,16 @@ def start_run(
         try:
             if out is not None:
                 RunDir.check_new(out)
+            # a noisy machine: warned, or under --strict refused before anything is written
+            before = preflight_check(config.run, executor, device, notify)
             # environment errors (exit 2) before any write, and every build before any case
             tasks, built = build_environments(tasks, config.run, notify)
             run_dir = RunDir.create(out or results_root / run_id)
             run_dir.lock()
             locked = run_dir
             manifest = new_manifest(run_id, config, tasks, device)
+            # recorded now, so an interrupted sweep keeps it
+            manifest["preflight"] = [before.to_dict()] if before is not None else []
             if built:
                 manifest["environments"] = [env.to_dict() for env in built]
             run_dir.write_manifest(manifest)
@@ -584,7 +610,14 @@ def start_run(
         for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
+        after = preflight_check(config.run, executor, device, None, when="end")
         manifest = run_dir.read_manifest()
+        # a new run recorded its start check with the manifest; a resumed one adds it now
+        checks = (before if resume else None, after)
+        manifest["preflight"] = [*manifest.get("preflight", []),
+                                 *(p.to_dict() for p in checks if p is not None)]
+        outcome.noise = noise_verdict(manifest["preflight"], run_dir.case_records())
+        manifest["noise"] = outcome.noise.to_dict()
         manifest["finished_utc"] = now_utc()
         manifest.setdefault("executions", []).append(
             {**executor.describe(), "started_utc": started, "finished_utc": now_utc()})
@@ -641,7 +674,8 @@ def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str)
             "matmul_precisions": sorted({s.matmul_precision for s in specs}),
             "tf32": any(s.matmul_precision == "tf32" for s in specs),
             "seeds": sorted({s.seed for s in specs}),
-            "thread_env": thread_env(config.run.resolved_threads),
+            "thread_env": thread_env(config.run.resolved_threads, config.run.thread_wait),
+            "thread_wait": config.run.thread_wait,
         },
         "config": config.to_dict(),
         "command": sys.argv,

@@ -129,6 +129,8 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "replicates",
     "replicate_spread",
     "within_spread",
+    # cores other processes kept busy while the case was timed (snnbench.preflight)
+    "busy_cores",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -179,6 +181,7 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "replicate_spread": float("nan"),
     "within_spread": float("nan"),
     "replicate": 0,
+    "busy_cores": float("nan"),
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -187,7 +190,7 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
-    "replicate_spread", "within_spread",
+    "replicate_spread", "within_spread", "busy_cores",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (

@@ -25,6 +25,7 @@ import pandas as pd
 from snnbench.contract import CaseRecord, case_key
 from snnbench.errors import UserError
 from snnbench.measurement import MeasurementInfo
+from snnbench.preflight import case_busy_cores
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -475,6 +476,9 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
         "host": _joined([r.placement.host for r in group]),
         "gpu_uuid": _joined([r.placement.gpu_uuid for r in group]),
         "concurrency": max(r.placement.concurrency for r in group),
+        # the busiest replicate: one busy process is enough to make the row doubtful
+        "busy_cores": max((_num(case_busy_cores(r)) for r in group), default=math.nan,
+                          key=lambda v: -math.inf if math.isnan(v) else v),
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from snnbench.preflight import BUSY_CORES
 from snnbench.schema import TIMED_PHASES
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
@@ -20,6 +21,8 @@ NOISE_HINT = (
     "noisy rows: close other programs, pin clocks, or raise --repeats/--warmup; "
     "the warning column of summary.csv says which phase"
 )
+#: a case timed while other processes kept this many cores busy (snnbench.preflight)
+BUSY_NOTE = "busy machine: other processes used {:.1f} cores while it was timed"
 
 #: case columns that, apart from neurons and the adapter, define one group of comparable rows
 GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
@@ -101,6 +104,10 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             for flag, text in ((noisy, NOISY_NOTE), (throttled, THROTTLED_NOTE)):
                 if flag:
                     note = f"{note}; {text}" if note else text
+        busy = float(first["busy_cores"])
+        if first["status"] == "ok" and busy >= BUSY_CORES:
+            text = BUSY_NOTE.format(busy)
+            note = f"{note}; {text}" if note else text
         rows.append((
             str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
             str(reset), str(first["status"]), cells["forward"], cells["backward"],

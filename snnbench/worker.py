@@ -28,6 +28,7 @@ from snnbench.gpustate import open_monitor
 from snnbench.libenv import pin_names
 from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
+from snnbench.preflight import CpuMonitor
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
@@ -61,7 +62,9 @@ def is_oom(exc: BaseException) -> bool:
 
 def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) -> dict[str, Any]:
     """The same precision, thread and seed settings for every adapter of a framework."""
-    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision}
+    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision,
+                               # how idle OpenMP threads wait ([run] thread_wait), as set
+                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     tf32 = spec.matmul_precision == "tf32"
     if framework == "torch" or "torch" in sys.modules:
         import torch
@@ -156,6 +159,8 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
         info.warmup_steps, info.warmup_s, info.warmup_stop = warm.steps, warm.seconds, warm.stop
         info.timer_null_s = null_region_s(timer)
         info.gpu_before = monitor.read() if monitor else None
+        # what other processes did with the CPUs while this case was timed (a busy machine)
+        cpu_monitor = CpuMonitor().start()
         for phase in job.phases:
             probe.reset()
             rss.reset()
@@ -175,6 +180,7 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
                 metrics["peak_mem_bytes"] = [float(peak)]
             samples[phase] = metrics
         info.gpu_after = monitor.read() if monitor else None
+        record.measurement["cpu"] = cpu_monitor.stop().to_dict()
         if job.energy and device == "cuda":
             energy = _measure_energy(model, settings)
             if energy:
