@@ -406,7 +406,8 @@ def preflight_check(settings: RunSettings, executor: Any, device: str,
     None when the cases run elsewhere (a cluster executor: this machine's load says nothing
     about theirs; each case still records its own, see :class:`CpuMonitor`). At the start,
     ``settings.strict`` turns a warning into :class:`NoisyMachine` (exit 2, nothing written);
-    otherwise every finding that is not ok goes to ``notify``, one line each.
+    otherwise every warning goes to ``notify``, one line each (notices, which change nothing a
+    user must act on, are only recorded; ``snnbench env --check`` shows them).
     """
     if getattr(executor, "name", "local") != "local":
         return None
@@ -416,7 +417,7 @@ def preflight_check(settings: RunSettings, executor: Any, device: str,
         raise NoisyMachine(refusal(result))
     if notify is not None:
         for finding in result.findings:
-            if finding.level != "ok":
+            if finding.level == "warning":
                 notify(f"{finding.level}: {finding.message}")
     return result
 

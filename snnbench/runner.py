@@ -581,10 +581,11 @@ def start_run(
         try:
             if out is not None:
                 RunDir.check_new(out)
-            # a noisy machine: warned, or under --strict refused before anything is written
-            before = preflight_check(config.run, executor, device, notify)
             # environment errors (exit 2) before any write, and every build before any case
             tasks, built = build_environments(tasks, config.run, notify)
+            # a noisy machine: warned, or under --strict refused before anything is written;
+            # after the input is known good, so a mistake is reported alone, in one line
+            before = preflight_check(config.run, executor, device, notify)
             run_dir = RunDir.create(out or results_root / run_id)
             run_dir.lock()
             locked = run_dir
