@@ -477,8 +477,8 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
         "gpu_uuid": _joined([r.placement.gpu_uuid for r in group]),
         "concurrency": max(r.placement.concurrency for r in group),
         # the busiest replicate: one busy process is enough to make the row doubtful
-        "busy_cores": max((_num(case_busy_cores(r)) for r in group), default=math.nan,
-                          key=lambda v: -math.inf if math.isnan(v) else v),
+        "busy_cores": max((busy for r in group if (busy := case_busy_cores(r)) is not None),
+                          default=math.nan),
     }
 
 
