@@ -29,13 +29,15 @@ GPU_ARCHS ?=
 GPU_SETUP_ARGS ?=
 GPU_CHECK_ARGS ?=
 
-.PHONY: help setup bench test lint typecheck check regress clean gpu-setup gpu-check \
+.PHONY: help setup bench test lint typecheck check dist-check regress clean gpu-setup gpu-check \
 	gpu-wheelhouse
 
 help:
 	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
 	@echo "make test      set up .venv, then ruff + mypy and the test suite"
 	@echo "make check     ruff + mypy"
+	@echo "make dist-check  build the sdist and wheel, install the wheel in a fresh venv, use it"
+	@echo "make image-check build the CPU image with podman (or docker) and use it"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
 	@echo "make gpu-setup [GPU_PYTHON=...] [WHEELHOUSE=dir]   CUDA builds + GPU libraries"
 	@echo "make gpu-check [GPU_PYTHON=...]   check a GPU box (< 25 min), results/gpu-check-*"
@@ -59,15 +61,21 @@ $(STAMP): pyproject.toml Makefile
 bench: setup
 	$(VENV)/bin/snnbench run --config $(CONFIG)
 
-# lint and types first: CI runs make test, so a type or lint error fails the build
-test: setup check
+# lint and types first: CI runs make test, so a type or lint error fails the build; then the
+# wheel as users install it (an editable install hides a module the wheel forgets)
+test: setup check dist-check
 	$(VENV)/bin/pytest -q
 
+# The sdist and the wheel built, checked, the wheel installed (not editable) into a fresh venv
+# outside the checkout and used from another folder: scripts/dist_check.py says each step.
+dist-check: setup
+	$(PY) scripts/dist_check.py
+
 lint: setup
-	$(VENV)/bin/ruff check snnbench adapters tests docker examples scripts benchmarks
+	$(VENV)/bin/ruff check snnbench tests docker examples scripts benchmarks
 
 typecheck: setup
-	$(VENV)/bin/mypy snnbench adapters
+	$(VENV)/bin/mypy snnbench
 
 check: lint typecheck
 

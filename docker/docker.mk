@@ -95,16 +95,16 @@ docker-shell:
 # torch, JAX and the compiled extensions see the device.
 docker-verify:
 	$(DOCKER) run --rm $(DOCKER_GPU_FLAGS) --entrypoint python $(DOCKER_TAG) \
-		docker/verify_stack.py --lock docker/requirements-$(DOCKER_TARGET).txt \
+		docker/verify_stack.py --lock snnbench/locks/requirements-$(DOCKER_TARGET).txt \
 		--target $(DOCKER_TARGET) $(if $(filter gpu,$(DOCKER_TARGET)),--require-device)
 
 docker-lock:
 	$(UV) pip compile pyproject.toml docker/requirements-gpu.in --extra all \
-		$(DOCKER_LOCK_FLAGS) -o docker/requirements-gpu.txt
-	$(call docker_outside_resolver,docker/requirements-gpu.in,docker/requirements-gpu.txt)
+		$(DOCKER_LOCK_FLAGS) -o snnbench/locks/requirements-gpu.txt
+	$(call docker_outside_resolver,docker/requirements-gpu.in,snnbench/locks/requirements-gpu.txt)
 	$(UV) pip compile pyproject.toml docker/requirements-cpu.in --extra all --extra dev \
-		$(DOCKER_LOCK_FLAGS) --find-links $(DOCKER_TORCH_CPU_LINKS) -o docker/requirements-cpu.txt
-	$(call docker_outside_resolver,docker/requirements-cpu.in,docker/requirements-cpu.txt)
+		$(DOCKER_LOCK_FLAGS) --find-links $(DOCKER_TORCH_CPU_LINKS) -o snnbench/locks/requirements-cpu.txt
+	$(call docker_outside_resolver,docker/requirements-cpu.in,snnbench/locks/requirements-cpu.txt)
 
 docker-lint:
 	$(or $(wildcard $(VENV)/bin/hadolint),hadolint) docker/Dockerfile

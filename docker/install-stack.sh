@@ -4,7 +4,7 @@
 # install in a plain venv (docker/README.md, "What was checked here").
 #
 #   docker/install-stack.sh TARGET STEP
-#     TARGET  gpu | cpu      the lock is docker/requirements-TARGET.txt
+#     TARGET  gpu | cpu      the lock is snnbench/locks/requirements-TARGET.txt
 #     STEP    tools    pip, setuptools, wheel, setuptools-scm, ninja (every later build runs
 #                      with --no-build-isolation, against exactly these)
 #             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
@@ -29,7 +29,7 @@ case $target in gpu | cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
-lock=$here/requirements-$target.txt
+lock=$root/snnbench/locks/requirements-$target.txt
 python=${PYTHON:-python}
 pip=("$python" -m pip install --no-deps --no-cache-dir --disable-pip-version-check)
 marker='^# >>> installed outside the resolver'

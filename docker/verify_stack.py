@@ -5,7 +5,7 @@ so an image whose stack drifted from its lock, or whose compiled extensions do n
 to build instead of producing numbers. ``make docker-verify`` runs it again with the GPU and
 ``--require-device``. Each finding is one line; the exit status is 1 if any check failed.
 
-    python docker/verify_stack.py --lock docker/requirements-gpu.txt --target gpu
+    python docker/verify_stack.py --lock snnbench/locks/requirements-gpu.txt --target gpu
 
 Checks: every pinned distribution is installed at its pinned version and nothing unpinned is
 installed (``--allow-unlocked`` relaxes the latter); every registered adapter's library is

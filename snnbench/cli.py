@@ -143,7 +143,7 @@ def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
 
     try:
         proc = subprocess.run(
-            [python or sys.executable, "-m", "snnbench.probe", name],
+            [python or sys.executable, "-P", "-m", "snnbench.probe", name],
             capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:

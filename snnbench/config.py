@@ -19,12 +19,11 @@ import dataclasses
 import itertools
 import math
 import os
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from snnbench.errors import UserError
 from snnbench.executors.settings import ExecutorSettings

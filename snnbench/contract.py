@@ -22,7 +22,7 @@ import json
 import math
 import socket
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -48,7 +48,7 @@ class ContractError(UserError):
 
 def now_utc() -> str:
     """ISO-8601 UTC timestamp with milliseconds."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def case_key(adapter: str, variant: str, device: str, case_id: str, environment: str = "",

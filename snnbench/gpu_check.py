@@ -31,13 +31,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from snnbench.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
 #: adapters with a bfloat16 variant that matters on a GPU (the JAX ones run bf16 only as bf16)
 BF16_ADAPTERS = "fused,torch,torch-cudagraph,haiku:bf16,spyx:bf16"
 #: the compiled variants, timed in a run of their own (each compiles for a minute or more)
@@ -84,17 +83,21 @@ def gpu_slug(name: str) -> str:
 
 def default_out(gpu_name: str, now: datetime | None = None) -> Path:
     """``results/gpu-check-<YYYYmmdd-HHMM>-<gpu>``."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M")
     return Path("results") / f"gpu-check-{stamp}-{gpu_slug(gpu_name)}"
 
 
-def plan_steps(out: Path, python: str = sys.executable, root: Path = ROOT) -> list[CheckStep]:
-    """The check's commands, in order, writing under ``out``."""
+def plan_steps(out: Path, python: str = sys.executable) -> list[CheckStep]:
+    """The check's commands, in order, writing under ``out``.
+
+    Everything is reached through the installed package (``-m``, a shipped config by name), so
+    the check runs the same from a checkout and from an installed wheel.
+    """
     bench = (python, "-m", "snnbench")
     run_dir, compile_dir = out / "run", out / "compile"
-    config = str(root / "configs" / "gpu-check.toml")
+    config = "gpu-check"
     return [
-        CheckStep("setup", (python, str(root / "snnbench" / "gpu_setup.py"), "check",
+        CheckStep("setup", (python, "-m", "snnbench.gpu_setup", "check",
                             "--log-dir", str(out / "setup-logs")), limit_s=300),
         CheckStep("env", (*bench, "env"), limit_s=120),
         CheckStep("verify-float32", (*bench, "verify", *VERIFY_ARGS, "--adapters", "all",
@@ -277,7 +280,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{step.name:<16} ≤ {limit:4.0f} s  {shlex.join(step.argv)}")
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     results = run_steps(steps, out, budget_s)
     (out / "README.md").write_text(readme(results, out, name, budget_s, started))
     for result in results:

@@ -5,7 +5,7 @@ recipe in both places. It uses only the standard library and ``pip``, so it runs
 snnbench is installed (``python snnbench/gpu_setup.py ...``), against any interpreter
 (``--python``). It never replaces what the machine already has (torch, triton, JAX, flax, CUDA
 wheels, CuPy...): it installs what is missing, at the versions of the GPU image's lock
-(docker/requirements-gpu.txt), builds the two CUDA sources, and checks each library.
+(snnbench/locks/requirements-gpu.txt), builds the two CUDA sources, and checks each library.
 
     python snnbench/gpu_setup.py install [--wheelhouse DIR] [--arch-list 9.0]   # set up
     python snnbench/gpu_setup.py check                                          # report only
@@ -49,14 +49,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_LOCK = ROOT / "docker" / "requirements-gpu.txt"
+
+
+def _default_lock() -> Path:
+    """The GPU image's lock, shipped as package data (``snnbench/locks/requirements-gpu.txt``).
+
+    Read through :mod:`importlib.resources` so that an installed wheel finds it; run as a
+    script from a checkout before snnbench is installed (the Docker GPU stage), the file beside
+    this one is the same file.
+    """
+    try:
+        from importlib.resources import files
+
+        return Path(str(files("snnbench.locks").joinpath("requirements-gpu.txt")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent / "locks" / "requirements-gpu.txt"
+
+
+DEFAULT_LOCK = _default_lock()
 #: the line ``make docker-lock`` writes before the pins the resolver could not take
 OUTSIDE_MARKER = "# >>> installed outside the resolver"
 #: what a check or the probe prints before its JSON answer
 MARKER = "SNNBENCH-GPU-SETUP "
 #: SpikingJelly 2.0's pyproject.toml requires this setuptools to build (with its native ops)
-MIN_SETUPTOOLS = (77, 0, 3)
+MIN_SETUPTOOLS = Version("77.0.3")
 
 #: never installed or replaced here: the machine's own torch, JAX and CUDA stack (a pin from the
 #: lock would be wrong for it), and declared dependencies no adapter imports (heavy, or harmful:
@@ -243,7 +262,7 @@ def bare_machine(lock: Lock, python_version: str | None = None) -> Machine:
 def cuda_major(machine: Machine) -> int | None:
     """The CUDA major every CUDA wheel must match: torch's, else nvcc's."""
     version = machine.torch_cuda or machine.nvcc
-    return int(version.split(".")[0]) if version else None
+    return Version(version).major if version else None
 
 
 def cupy_distribution(machine: Machine) -> str | None:
@@ -261,8 +280,7 @@ def arch_list(machine: Machine, requested: str | None,
         return requested
     if env.get("TORCH_CUDA_ARCH_LIST"):
         return env["TORCH_CUDA_ARCH_LIST"]
-    caps = sorted({g["capability"] for g in machine.gpus}, key=lambda c: tuple(map(int,
-                                                                                   c.split("."))))
+    caps = sorted({g["capability"] for g in machine.gpus}, key=Version)
     return ";".join(caps) or None
 
 
@@ -276,15 +294,12 @@ def path_env(machine: Machine, environ: Mapping[str, str] | None = None) -> dict
     return {"PATH": machine.scripts + (os.pathsep + path if path else "")}
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """``"77.0.3"`` → ``(77, 0, 3)`` (leading numeric parts only)."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        digits = re.match(r"\d+", piece)
-        if not digits:
-            break
-        parts.append(int(digits[0]))
-    return tuple(parts)
+def older_than(version: str, minimum: Version) -> bool:
+    """True when ``version`` (PEP 440) is below ``minimum``; an unreadable version counts as old."""
+    try:
+        return Version(version) < minimum
+    except InvalidVersion:
+        return True
 
 
 def build_blocker(machine: Machine, archs: str | None) -> str | None:
@@ -295,7 +310,7 @@ def build_blocker(machine: Machine, archs: str | None) -> str | None:
         return f"torch {machine.torch} is a CPU build: a CUDA torch is needed"
     if machine.nvcc is None:
         return "nvcc not found: install the CUDA toolkit or set CUDA_HOME"
-    if machine.nvcc.split(".")[0] != machine.torch_cuda.split(".")[0]:
+    if Version(machine.nvcc).major != Version(machine.torch_cuda).major:
         return f"nvcc is CUDA {machine.nvcc} but torch is built for CUDA {machine.torch_cuda}"
     if machine.cxx is None:
         return "no C++ compiler (c++/g++) on PATH"
@@ -448,14 +463,15 @@ def plan_build_tools(ctx: Context) -> Step:
     """setuptools ≥ 77.0.3 (SpikingJelly's build), wheel, ninja (parallel and JIT builds)."""
     wanted = ctx.missing(["setuptools", "wheel", "ninja"])
     have = ctx.machine.installed.get("setuptools")
-    if have and version_tuple(have) < MIN_SETUPTOOLS:
+    if have and older_than(have, MIN_SETUPTOOLS):
         wanted.append("setuptools")
     commands = (Command(ctx.pip(*(ctx.lock.pin(n) for n in wanted))),) if wanted else ()
-    minimum = ".".join(map(str, MIN_SETUPTOOLS))
+    minimum = str(MIN_SETUPTOOLS)
     check = check_code(f"""
 import shutil
+# the target environment need not have `packaging`: compare the release numbers
 low = tuple(int(p) for p in ver("setuptools").split(".")[:3] if p.isdigit())
-if low < {MIN_SETUPTOOLS!r}:
+if low < {MIN_SETUPTOOLS.release!r}:
     done(False, "setuptools %s is older than {minimum}" % ver("setuptools"))
 import wheel
 ninja = shutil.which("ninja")
@@ -487,13 +503,17 @@ ROOTS: dict[str, tuple[str, ...]] = {
 
 
 def plan_harness(ctx: Context) -> Step:
-    """snnbench itself (editable, from this checkout) and the harness' dependencies."""
+    """snnbench itself and the harness' dependencies.
+
+    From a checkout, snnbench is installed editable from it; from an installed wheel (no
+    ``pyproject.toml`` above this file), the installed snnbench is the one checked.
+    """
     commands = ctx.install_missing(ROOTS["harness"])
-    blocked = None
     if not (ctx.root / "pyproject.toml").exists():
-        blocked = f"{ctx.root} is not a snnbench source checkout"
-    else:
-        commands += (Command(ctx.pip("--no-build-isolation", "-e", str(ctx.root))),)
+        check = _import_check(["snnbench.cli", "pynvml", "numpy", "scipy", "pandas", "pyarrow"],
+                              "snnbench")
+        return Step("harness", check, commands)
+    commands += (Command(ctx.pip("--no-build-isolation", "-e", str(ctx.root))),)
     # an snnbench installed from elsewhere (an older copy in site-packages) would run instead
     # of this checkout's: only this checkout's counts
     check = _import_check(["snnbench.cli", *("pynvml", "numpy", "scipy", "pandas", "pyarrow")],
@@ -503,7 +523,7 @@ where = os.path.dirname(os.path.realpath(snnbench.__file__))
 if where != os.path.realpath({str(ctx.root / "snnbench")!r}):
     done(False, "snnbench imports from %s, not from this checkout" % where)
 """)
-    return Step("harness", check, commands, blocked=blocked)
+    return Step("harness", check, commands)
 
 
 def _library(name: str, modules: Sequence[str], pre: str = "") -> Callable[[Context], Step]:
@@ -876,7 +896,7 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter to set up (default: this one)")
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK,
-                        help="versions to install (default: docker/requirements-gpu.txt)")
+                        help="versions to install (default: snnbench/locks/requirements-gpu.txt)")
     parser.add_argument("--wheelhouse", type=Path,
                         help="install offline from this folder (wheels, sdists, source folders)")
     parser.add_argument("--online", action="store_true",
@@ -1001,7 +1021,12 @@ def _machine_dict(machine: Machine) -> dict[str, Any]:
 
 
 def _default_log_dir() -> Path:
-    wanted = ROOT / "build" / "gpu-setup"
+    # a checkout keeps its logs in build/; an installed wheel must not write into site-packages
+    if (ROOT / "pyproject.toml").exists():
+        wanted = ROOT / "build" / "gpu-setup"
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        wanted = Path(cache) / "snnbench" / "gpu-setup"
     try:
         wanted.mkdir(parents=True, exist_ok=True)
         return wanted

@@ -55,7 +55,10 @@ def worker_command(job: Job, job_path: Path, prefix: Sequence[str] = ()) -> list
     is the container's ``python`` unless the job names one.
     """
     python = job.environment.python or ("python" if prefix else sys.executable)
-    return [*prefix, python, "-m", "snnbench.worker", str(job_path)]
+    # -P: the current folder is not put on sys.path. Run from a source checkout (an image's
+    # work folder, say), `-m` would otherwise import that tree's snnbench instead of the
+    # installed one the parent runs.
+    return [*prefix, python, "-P", "-m", "snnbench.worker", str(job_path)]
 
 
 def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str, str]:

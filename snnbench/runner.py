@@ -15,7 +15,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ ProgressCallback = Callable[[str, int, int, Job, CaseRecord | None], None]
 
 def new_run_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxx``: sortable by time, unique by the random suffix."""
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def resolve_device(device: str) -> str:

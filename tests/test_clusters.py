@@ -63,7 +63,7 @@ def test_worker_command_runs_inside_the_image() -> None:
     job = Job("fake-ok", "default", "cuda", NetworkSpec(neurons=8))
     prefix = ("apptainer", "exec", "--nv", "img.sif")
     assert worker_command(job, Path("/run/jobs/k/job.json"), prefix) == [
-        "apptainer", "exec", "--nv", "img.sif", "python", "-m", "snnbench.worker",
+        "apptainer", "exec", "--nv", "img.sif", "python", "-P", "-m", "snnbench.worker",
         "/run/jobs/k/job.json"]
 
 

@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -26,7 +27,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import tomllib
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -34,6 +34,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
+LOCKS = ROOT / "snnbench" / "locks"
 DOCKERFILE = DOCKER / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 INSTALL_STEPS = ("tools", "torch", "locked", "native", "outside", "project")
@@ -53,8 +54,8 @@ gs = importlib.import_module("snnbench.gpu_setup")
 
 
 def lock_pins(target: str) -> dict[str, Any]:
-    """Canonical name → Pin of docker/requirements-<target>.txt."""
-    return {pin.name: pin for pin in vs.read_lock(DOCKER / f"requirements-{target}.txt")}
+    """Canonical name → Pin of snnbench/locks/requirements-<target>.txt."""
+    return {pin.name: pin for pin in vs.read_lock(LOCKS / f"requirements-{target}.txt")}
 
 
 # ------------------------------------------------------------------ Dockerfile parsing helpers
@@ -214,7 +215,7 @@ def test_lock_matches_its_input_file(target: str) -> None:
 
 @pytest.mark.parametrize("target", ["gpu", "cpu"])
 def test_locks_are_generated_exact_pins(target: str) -> None:
-    text = (DOCKER / f"requirements-{target}.txt").read_text()
+    text = (LOCKS / f"requirements-{target}.txt").read_text()
     assert "make docker-lock" in text.splitlines()[1]
     pins = lock_pins(target)  # read_lock raises on anything but name==version
     assert "samna" not in pins  # its PyPI stub pip-installs itself at import time
@@ -255,13 +256,13 @@ def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     copied = words.index(("COPY", "snnbench/gpu_setup.py snnbench/"))
     native = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu native" in rest)
     assert copied < native
-    assert "verify_stack.py --lock docker/requirements-gpu.txt --target gpu" in commands
+    assert "verify_stack.py --lock snnbench/locks/requirements-gpu.txt --target gpu" in commands
     args = gpu["args"]
     assert "TORCH_CUDA_ARCH_LIST" in args and "9.0" in args["TORCH_CUDA_ARCH_LIST"].split(";")
     cpu_commands = runs(stages()["cpu"])
     assert set(re.findall(r"install-stack\.sh cpu (\w+)", cpu_commands)) == (
         set(INSTALL_STEPS) - {"native"})
-    assert "verify_stack.py --lock docker/requirements-cpu.txt --target cpu" in cpu_commands
+    assert "verify_stack.py --lock snnbench/locks/requirements-cpu.txt --target cpu" in cpu_commands
 
 
 @pytest.mark.parametrize("target", ["gpu", "cpu"])
@@ -474,6 +475,7 @@ def _fake_install(
     shutil.copytree(DOCKER, root / "docker", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "snnbench").mkdir()
     shutil.copy(ROOT / "snnbench" / "gpu_setup.py", root / "snnbench")
+    shutil.copytree(LOCKS, root / "snnbench" / "locks", ignore=shutil.ignore_patterns("__pycache__"))
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
@@ -520,7 +522,7 @@ def _gpu_setup_calls(argv: list[str]) -> list[dict[str, Any]]:
     assert args.mode == "install" and args.strict and args.lock.name == "requirements-gpu.txt"
     options = gs.Options(arch_list=args.arch_list, skip=gs._names(args.skip),
                          max_jobs=args.max_jobs)
-    ctx = gs.Context(_image_machine(), gs.parse_lock((DOCKER / "requirements-gpu.txt").read_text()),
+    ctx = gs.Context(_image_machine(), gs.parse_lock((LOCKS / "requirements-gpu.txt").read_text()),
                      options, environ={})
     calls = []
     for step in gs.plan(ctx):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+import tomllib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 import pytest
-import tomllib
 
 from snnbench import gpu_check as gc
 from snnbench.config import RunConfig
@@ -24,22 +24,22 @@ def test_gpu_slug_and_default_folder() -> None:
     assert gc.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
     assert gc.gpu_slug("NVIDIA GeForce RTX 4090") == "rtx-4090"
     assert gc.gpu_slug("  ") == "gpu"
-    when = datetime(2026, 11, 23, 7, 5, tzinfo=timezone.utc)
+    when = datetime(2026, 11, 23, 7, 5, tzinfo=UTC)
     assert gc.default_out("NVIDIA H200", when) == Path(
         "results/gpu-check-20261123-0705-h200")
 
 
 def test_plan_runs_setup_verify_run_report_in_order(tmp_path: Path) -> None:
-    steps = gc.plan_steps(tmp_path / "out", python="py", root=REPO)
+    steps = gc.plan_steps(tmp_path / "out", python="py")
     assert [s.name for s in steps] == ["setup", "env", "verify-float32", "verify-bfloat16",
                                        "run", "compile", "report", "report-compile"]
     by = {s.name: s.argv for s in steps}
-    assert by["setup"][:3] == ("py", str(REPO / "snnbench" / "gpu_setup.py"), "check")
+    assert by["setup"][:4] == ("py", "-m", "snnbench.gpu_setup", "check")
     assert by["verify-float32"][:6] == ("py", "-m", "snnbench", "verify", "--device", "cuda")
     assert by["verify-float32"][by["verify-float32"].index("--adapters") + 1] == "all"
     assert "bfloat16" in by["verify-bfloat16"] and "spyx:bf16" in by["verify-bfloat16"][-3]
     run = by["run"]
-    assert run[run.index("--config") + 1] == str(REPO / "configs" / "gpu-check.toml")
+    assert run[run.index("--config") + 1] == "gpu-check"
     assert run[run.index("--out") + 1] == str(tmp_path / "out" / "run")
     compiled = by["compile"]
     assert compiled[compiled.index("--adapters") + 1] == "torch-compile,norse-compile"
@@ -92,7 +92,7 @@ def test_run_steps_within_the_budget(tmp_path: Path) -> None:
     assert (tmp_path / "run.txt").read_text().startswith("$ ")
     assert "output of run" in (tmp_path / "run.txt").read_text()
     text = gc.readme(results, tmp_path, "NVIDIA H100 80GB HBM3", 1500,
-                     datetime(2026, 11, 23, tzinfo=timezone.utc))
+                     datetime(2026, 11, 23, tzinfo=UTC))
     assert "| run | cut | -2 | 610 | 610 |" in text
     assert f"snnbench run --resume --out {tmp_path / 'run'}" in text
     assert f"git mv {tmp_path} results/reference/gpu-h100-80gb-hbm3" in text
@@ -109,7 +109,7 @@ def test_steps_without_time_left_are_not_run(tmp_path: Path) -> None:
     assert status["run"] == "not run" and status["report-compile"] == "ok"
     assert status["report"] == "not run"  # its run was not made: nothing to report
     assert not (tmp_path / "run.txt").exists()
-    text = gc.readme(results, tmp_path, "GPU", 400, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    text = gc.readme(results, tmp_path, "GPU", 400, datetime(2026, 1, 1, tzinfo=UTC))
     run = next(s for s in steps if s.name == "run")
     assert f"    {' '.join(run.argv)}" in text  # the whole command: there is nothing to resume
 

@@ -20,7 +20,7 @@ import pytest
 from snnbench import gpu_setup as gs
 
 REPO = Path(__file__).resolve().parents[1]
-LOCK = gs.parse_lock((REPO / "docker" / "requirements-gpu.txt").read_text())
+LOCK = gs.parse_lock((REPO / "snnbench" / "locks" / "requirements-gpu.txt").read_text())
 SCRIPT = REPO / "snnbench" / "gpu_setup.py"
 
 #: the H100 box of the first GPU run (shared/evidence/gpu-h100-2026-11-23): Python 3.12, torch
