@@ -18,7 +18,7 @@ STAMP := $(VENV)/.snnbench-installed
 CONSTRAINTS := $(VENV)/constraints.txt
 # Every library that installs on a CPU machine with Python 3.11 (sinabs-exodus needs CUDA+nvcc),
 # and both cluster executors, so that CI tests them (submitit's local cluster, a local Ray).
-EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,dev,slurm,ray
+EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,dev,dist,slurm,ray
 
 # GPU boxes (docs/gpu-check.md): the interpreter that already has a CUDA torch (and JAX), not
 # .venv. WHEELHOUSE: install offline from that folder. GPU_ARCHS: TORCH_CUDA_ARCH_LIST for the
@@ -29,8 +29,8 @@ GPU_ARCHS ?=
 GPU_SETUP_ARGS ?=
 GPU_CHECK_ARGS ?=
 
-.PHONY: help setup bench test lint typecheck check dist-check regress clean gpu-setup gpu-check \
-	gpu-wheelhouse
+.PHONY: help setup bench test lint typecheck check dist-check image-check regress clean \
+	gpu-setup gpu-check gpu-wheelhouse
 
 help:
 	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
@@ -70,6 +70,14 @@ test: setup check dist-check
 # outside the checkout and used from another folder: scripts/dist_check.py says each step.
 dist-check: setup
 	$(PY) scripts/dist_check.py
+
+# The CPU image built with podman (or docker) on a base made from the Debian mirror (no registry
+# needed), then used: list, verify, a run onto a mounted folder, report. Tagged snnbench:cpu only
+# when every check passed. Needs podman (apt-get install -y podman runc debootstrap) or docker;
+# no venv. IMAGE_CHECK_ARGS: e.g. --base python:3.11.18-slim where a registry is reachable.
+IMAGE_CHECK_ARGS ?=
+image-check:
+	python3 scripts/image_check.py $(IMAGE_CHECK_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check snnbench tests docker examples scripts benchmarks

@@ -68,7 +68,8 @@ docker-build-gpu docker-build-cpu: docker-build-%:
 		$(DOCKER_BUILD_ARGS) .
 
 # Runs as the calling user so that ./results stays yours; --init reaps the worker processes.
-# The host's configs/ is mounted read-only over the image's, so edited configs need no rebuild.
+# The host's configs/ is mounted read-only at configs/ in the image's work folder, so a
+# --config configs/NAME.toml path reads the host's file and edited configs need no rebuild.
 docker-bench:
 	@mkdir -p $(DOCKER_RESULTS)
 	@digest=$$($(DOCKER) image inspect --format '{{.Id}}' $(DOCKER_TAG)) \
@@ -79,7 +80,7 @@ docker-bench:
 	$(DOCKER) run --rm --init $$tty $(DOCKER_GPU_FLAGS) --user "$$(id -u):$$(id -g)" \
 		-e SNNBENCH_IMAGE_TAG=$(DOCKER_TAG) -e SNNBENCH_IMAGE_DIGEST="$$digest" \
 		-e SNNBENCH_IMAGE_REPO_DIGESTS="$$repo_digests" \
-		-v "$(DOCKER_RESULTS):/results" -v "$(CURDIR)/configs:/opt/snnbench/configs:ro" \
+		-v "$(DOCKER_RESULTS):/results" -v "$(CURDIR)/snnbench/configs:/home/snnbench/configs:ro" \
 		$(DOCKER_RUN_ARGS) $(DOCKER_TAG) run --config $(DOCKER_CONFIG)
 
 docker-shell:
@@ -88,13 +89,13 @@ docker-shell:
 		|| { echo "no image $(DOCKER_TAG): run 'make docker-build-$(DOCKER_TARGET)'" >&2; exit 2; }; \
 	$(DOCKER) run --rm --init -it $(DOCKER_GPU_FLAGS) --user "$$(id -u):$$(id -g)" \
 		-e SNNBENCH_IMAGE_TAG=$(DOCKER_TAG) -e SNNBENCH_IMAGE_DIGEST="$$digest" \
-		-v "$(DOCKER_RESULTS):/results" -v "$(CURDIR)/configs:/opt/snnbench/configs:ro" \
+		-v "$(DOCKER_RESULTS):/results" -v "$(CURDIR)/snnbench/configs:/home/snnbench/configs:ro" \
 		$(DOCKER_RUN_ARGS) --entrypoint bash $(DOCKER_TAG)
 
 # The build already ran these checks without a GPU; with one, the GPU stage also proves that
 # torch, JAX and the compiled extensions see the device.
 docker-verify:
-	$(DOCKER) run --rm $(DOCKER_GPU_FLAGS) --entrypoint python $(DOCKER_TAG) \
+	$(DOCKER) run --rm $(DOCKER_GPU_FLAGS) --workdir /opt/snnbench --entrypoint python $(DOCKER_TAG) \
 		docker/verify_stack.py --lock snnbench/locks/requirements-$(DOCKER_TARGET).txt \
 		--target $(DOCKER_TARGET) $(if $(filter gpu,$(DOCKER_TARGET)),--require-device)
 
@@ -103,7 +104,8 @@ docker-lock:
 		$(DOCKER_LOCK_FLAGS) -o snnbench/locks/requirements-gpu.txt
 	$(call docker_outside_resolver,docker/requirements-gpu.in,snnbench/locks/requirements-gpu.txt)
 	$(UV) pip compile pyproject.toml docker/requirements-cpu.in --extra all --extra dev \
-		$(DOCKER_LOCK_FLAGS) --find-links $(DOCKER_TORCH_CPU_LINKS) -o snnbench/locks/requirements-cpu.txt
+		$(DOCKER_LOCK_FLAGS) --find-links $(DOCKER_TORCH_CPU_LINKS) --no-emit-package torchvision \
+		-o snnbench/locks/requirements-cpu.txt
 	$(call docker_outside_resolver,docker/requirements-cpu.in,snnbench/locks/requirements-cpu.txt)
 
 docker-lint:

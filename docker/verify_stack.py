@@ -9,9 +9,10 @@ to build instead of producing numbers. ``make docker-verify`` runs it again with
 
 Checks: every pinned distribution is installed at its pinned version and nothing unpinned is
 installed (``--allow-unlocked`` relaxes the latter); every registered adapter's library is
-pinned and imports (torchvision for real, not stubbed); for ``gpu``, the CUDA major.minor of
-torch, nvcc, the base image and the JAX plugin agree, no wheel of another CUDA major is
-installed, and sinabs-exodus and SpikingJelly's native operators were built against this torch.
+pinned and imports (torchvision for real where it is installed); for ``gpu``, the CUDA
+major.minor of torch, nvcc, the base image and the JAX plugin agree, no wheel of another CUDA
+major is installed, and sinabs-exodus and SpikingJelly's native operators were built against
+this torch.
 """
 
 from __future__ import annotations
@@ -186,6 +187,13 @@ def _import(module: str) -> str | None:
     return getattr(imported, "__version__", None)
 
 
+def _import_lava_dl(module: str) -> str | None:
+    from snnbench.adapters.lava_dl import _ensure_torchvision
+
+    _ensure_torchvision()
+    return _import(module)
+
+
 def check_imports(report: Report, pins: Sequence[Pin], target: str) -> None:
     """Every adapter's library is pinned (or CUDA-only on the CPU image) and imports."""
     pinned = {pin.name for pin in pins}
@@ -201,11 +209,21 @@ def check_imports(report: Report, pins: Sequence[Pin], target: str) -> None:
         if entry.module in seen:
             continue
         seen.add(entry.module)
+        if entry.library == "lava-dl" and target == "cpu":
+            # the adapter's own import path: slayer imports torchvision's detection helpers,
+            # which the CPU image does not have, so the adapter puts stubs in first
+            report.run(f"import {entry.module} (adapter {entry.adapter}, its torchvision stubs)",
+                       functools.partial(_import_lava_dl, entry.module))
+            continue
         report.run(f"import {entry.module} (adapter {entry.adapter})",
                    functools.partial(_import, entry.module))
-    # lava-dl needs torchvision; the adapter stubs it where the wheel does not match torch,
-    # but in an image the real one must load.
-    report.run("import torchvision (a build matching torch)", lambda: _import("torchvision"))
+    if target == "gpu" or "torchvision" in installed_distributions():
+        # where torchvision is installed (the GPU image: a CUDA build from PyPI, matching the
+        # CUDA torch), it must load for real, not stubbed
+        report.run("import torchvision (a build matching torch)", lambda: _import("torchvision"))
+    else:
+        report.ok("torchvision is not installed (the CPU image: PyPI has only CUDA builds; "
+                  "no adapter uses it, and the lava-dl adapter stubs what slayer imports)")
 
 
 def _nvcc_release() -> str:

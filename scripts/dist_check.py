@@ -116,7 +116,7 @@ def check_contents(wheel: Path) -> str:
 def check_python(requires: str) -> str:
     """This interpreter satisfies Requires-Python and is the lowest minor it names."""
     spec = SpecifierSet(requires)
-    here = Version("%d.%d" % sys.version_info[:2])
+    here = Version(f"{sys.version_info[0]}.{sys.version_info[1]}")
     if here not in spec:
         raise CheckFailed(f"Python {here} does not satisfy the wheel's Requires-Python {requires}")
     lowest = min((Version(s.version) for s in spec if s.operator in (">=", "~=", "==")),
@@ -129,7 +129,8 @@ def check_python(requires: str) -> str:
 def make_venv(where: Path, wheel: Path) -> Path:
     """A fresh venv with the wheel installed (no deps), seeing the dev venv's libraries."""
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    run([str(base if base.exists() else sys.executable), "-m", "venv", str(where)], cwd=where.parent)
+    interpreter = str(base if base.exists() else sys.executable)
+    run([interpreter, "-m", "venv", str(where)], cwd=where.parent)
     python = where / "bin" / "python"
     purelib = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                   cwd=where.parent).strip()

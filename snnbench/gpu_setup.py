@@ -49,7 +49,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+try:
+    from packaging.version import InvalidVersion, Version
+except ModuleNotFoundError:  # a bare GPU box, before anything is installed: pip's own copy
+    from pip._vendor.packaging.version import (  # type: ignore[assignment]
+        InvalidVersion,
+        Version,
+    )
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,9 +1,9 @@
 """The harness's own overhead, read off a summary table: the ``null`` probe's step time as a
 share of the run's smallest case.
 
-The ``null`` adapter (``adapters/null.py``) does no work, so its median step time is what every
-timed sample pays on top of its work (timer reads, calls, synchronizations). Divided by the
-smallest median step time of the run on the same device — the case the overhead distorts
+The ``null`` adapter (``snnbench/adapters/null.py``) does no work, so its median step time is
+what every timed sample pays on top of its work (timer reads, calls, synchronizations). Divided
+by the smallest median step time of the run on the same device — the case the overhead distorts
 most — it says whether the harness can resolve that case: the goal is under
 :data:`OVERHEAD_GOAL` (1 %).
 

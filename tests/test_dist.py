@@ -20,7 +20,7 @@ from packaging.specifiers import SpecifierSet
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
-import dist_check  # noqa: E402
+import dist_check
 
 SNNBENCH = Path(sys.executable).parent / "snnbench"
 
@@ -71,7 +71,7 @@ def test_gpu_setup_reads_its_lock_as_package_data() -> None:
     from snnbench import gpu_setup
 
     shipped = Path(str(files("snnbench.locks").joinpath("requirements-gpu.txt")))
-    assert gpu_setup.DEFAULT_LOCK == shipped and shipped.is_file()
+    assert shipped == gpu_setup.DEFAULT_LOCK and shipped.is_file()
     assert gpu_setup.parse_lock(shipped.read_text()).pins["torch"]
 
 

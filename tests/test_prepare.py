@@ -1,4 +1,4 @@
-"""First-use work in ``check_variant`` (adapters/_prepare.py): the tiny warm-up network, how a
+"""First-use work in ``check_variant`` (snnbench/adapters/_prepare.py): the tiny warm-up network, how a
 backend that cannot run becomes ``unavailable``, lava-dl's ninja and JIT build, and the EXODUS
 adapters. The CUDA paths are exercised with fakes on the CPU; they have never run on a GPU."""
 
