@@ -636,3 +636,10 @@ def test_verify_stack_on_this_venv(tmp_path: Path, capsys: pytest.CaptureFixture
     lock.write_text("numpy==0.0.1\n")
     assert vs.main(argv) == 1
     assert f"FAIL  numpy: pinned 0.0.1, installed {numpy}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["gpu", "cpu"])
+def test_every_stage_has_a_cxx_compiler_for_the_fused_cpu_scan(target: str) -> None:
+    # the first podman build's CPU image had none: `fused` was unavailable ("no C++ compiler
+    # found"); make image-check shows it available in the built image
+    assert re.search(r"apt-get install -y --no-install-recommends [^\n]*\bg\+\+", runs(stages()[target]))
