@@ -3,7 +3,7 @@
     python scripts/dist_check.py [--work DIR] [--keep]
 
 1. ``python -m build`` makes the sdist, then the wheel from the sdist (so a file the sdist
-   forgets is missing from the wheel too); ``twine check`` reads their metadata.
+   forgets is missing from the wheel too); ``packaging`` validates their core metadata.
 2. The wheel must hold every module and data file git tracks under ``snnbench/``.
 3. The wheel is installed, not editable, into a fresh venv outside the checkout. That venv
    sees the development venv's heavy libraries (torch, JAX, the SNN libraries) through a
@@ -27,12 +27,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import time
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from packaging.metadata import InvalidMetadata, Metadata
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -92,9 +94,35 @@ def build(out: Path) -> tuple[Path, Path]:
     sdists, wheels = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
     if len(sdists) != 1 or len(wheels) != 1:
         raise CheckFailed(f"python -m build left {[p.name for p in out.iterdir()]}")
-    run([sys.executable, "-m", "twine", "check", "--strict", str(sdists[0]), str(wheels[0])],
-        cwd=REPO)
+    for found in (sdists[0], wheels[0]):
+        check_metadata(found)
     return sdists[0], wheels[0]
+
+
+def _core_metadata(dist: Path) -> bytes:
+    """The core metadata file of an sdist (PKG-INFO) or a wheel (METADATA)."""
+    if dist.suffix == ".whl":
+        with zipfile.ZipFile(dist) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            return zf.read(name)
+    with tarfile.open(dist) as tf:
+        member = next(m for m in tf.getmembers() if m.name.count("/") == 1
+                      and m.name.endswith("/PKG-INFO"))
+        extracted = tf.extractfile(member)
+        assert extracted is not None
+        return extracted.read()
+
+
+def check_metadata(dist: Path) -> None:
+    """The core metadata validates (packaging's own validator) and says what users need."""
+    try:
+        meta = Metadata.from_email(_core_metadata(dist), validate=True)
+    except (InvalidMetadata, ExceptionGroup) as exc:
+        raise CheckFailed(f"{dist.name}: invalid core metadata: {exc}") from exc
+    missing = [field for field in ("summary", "requires_python", "description")
+               if not getattr(meta, field)]
+    if missing or not meta.provides_extra:
+        raise CheckFailed(f"{dist.name}: core metadata lacks {missing or ['extras']}")
 
 
 def check_contents(wheel: Path) -> str:
@@ -213,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        with step("build sdist and wheel, twine check"):
+        with step("build sdist and wheel, validate their metadata"):
             sdist, wheel = build(work / "dist")
         with step("wheel holds every tracked module and data file"):
             requires = check_contents(wheel)

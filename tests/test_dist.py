@@ -95,3 +95,18 @@ def test_workers_import_the_installed_snnbench_not_the_working_folders(tmp_path:
     records = [json.loads(p.read_text()) for p in (out / "cases").glob("*.json")]
     torch_rows = [r for r in records if r["adapter"] == "torch"]
     assert torch_rows and all(r["status"] == "ok" for r in torch_rows), torch_rows
+
+
+def test_core_metadata_is_validated(tmp_path: Path, wheel: Path) -> None:
+    import zipfile
+
+    dist_check.check_metadata(wheel)
+    broken = tmp_path / wheel.name
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith(".dist-info/METADATA"):
+                data = data.replace(b"Metadata-Version: ", b"Metadata-Version: 9.9 ", 1)
+            dst.writestr(item, data)
+    with pytest.raises(dist_check.CheckFailed, match="invalid core metadata"):
+        dist_check.check_metadata(broken)
