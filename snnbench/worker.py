@@ -291,12 +291,23 @@ def run_job(job: Job) -> CaseRecord:
             phase = "verifying equivalence"
             equivalence, _ = check_adapter(adapter, variant, small, device)
             _record_equivalence(record, equivalence)
+            # the same two checks as `snnbench verify`: spikes for an adapter that declares
+            # exact dynamics, the weight-gradient cosine for one that declares exact gradients
+            problems = []
             if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
-                text = (
+                problems.append(
                     f"spikes match the reference on {equivalence.spike_match:.4%} "
                     f"(first differing step {equivalence.first_diff_step}); adapter declares "
                     "exact dynamics"
                 )
+            bar = GRAD_COSINE_MIN[spec.dtype]
+            if capabilities.exact_gradient and not equivalence.grad_cosine >= bar:
+                problems.append(
+                    f"weight-gradient cosine {equivalence.grad_cosine:.6f} is below {bar}; "
+                    "adapter declares exact gradients"
+                )
+            if problems:
+                text = "; ".join(problems)
                 if not job.allow_mismatch:
                     record.status = "mismatch"
                     record.message = text + ": not timed (use --allow-mismatch to time it)"
