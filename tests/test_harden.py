@@ -52,3 +52,19 @@ def test_wrong_gradients_are_a_mismatch_in_run_and_show_gives_the_cosine(
     assert (timed["status"] == "ok").all() and not allowed.failed
     assert "--allow-mismatch" in timed["message"].iloc[0]
     assert timed[timed["metric"] == "time_s"]["median"].notna().all()
+
+
+# -- item 19: a crash inside an adapter names the adapter's frame; the log keeps the traceback
+def test_adapter_crash_names_its_frame_and_the_log_keeps_the_traceback(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    start_run(_config(["fake-raises"]), tmp_path / "run", tmp_path, False)
+    summary = pd.read_parquet(tmp_path / "run" / "summary.parquet")
+    message = summary["message"].iloc[0]
+    assert summary["status"].iloc[0] == "error"
+    # the plugin's own file, line and function: where its author has to look
+    assert "(at snnbench_fake_adapters.py:" in message and "in forward)" in message
+    logs = list((tmp_path / "run" / "logs").glob("*.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text()
+    assert "Traceback (most recent call last)" in text
+    assert "RuntimeError: injected failure in forward" in text
