@@ -490,6 +490,12 @@ def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
             continue
         label = (f"n={row[col['n']]} B={row[col['B']]} T={row[col['T']]} {row[col['dtype']]} "
                  f"reset={row[col['reset']]} {row[col['device']]}")
+        # the rest of the network (runs before these columns leave them blank): two cases of
+        # one size that differ only here must not read as one
+        if row[col["surrogate"]]:
+            label += (f" {row[col['surrogate']]}(slope {row[col['slope']]}) "
+                      f"detach_reset={row[col['detach reset']]} bias={row[col['bias']]} "
+                      f"input={row[col['input']]}")
         cases.setdefault(label, []).append(row)
     console.print(f"run {run_dir.name} — times: median ms ±IQR/median; peak MiB of the step "
                   "phase; floor× = step time / GEMM floor", highlight=False)

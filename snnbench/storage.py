@@ -479,6 +479,20 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
         # the busiest replicate: one busy process is enough to make the row doubtful
         "busy_cores": max((busy for r in group if (busy := case_busy_cores(r)) is not None),
                           default=math.nan),
+        **network_columns(record),
+    }
+
+
+def network_columns(record: CaseRecord) -> dict[str, Any]:
+    """The spec fields that tell two networks of one case key apart (surrogate and slope,
+    detached reset, bias, input kind), as the summary stores them."""
+    spec = record.spec
+    return {
+        "surrogate": spec.surrogate,
+        "surrogate_slope": spec.surrogate_slope,
+        "detach_reset": str(spec.detach_reset).lower(),
+        "bias": str(spec.bias).lower(),
+        "input_kind": spec.input_kind,
     }
 
 

@@ -68,3 +68,28 @@ def test_adapter_crash_names_its_frame_and_the_log_keeps_the_traceback(
     text = logs[0].read_text()
     assert "Traceback (most recent call last)" in text
     assert "RuntimeError: injected failure in forward" in text
+
+
+# -- item 18: rows say which network they are ------------------------------------------------
+def test_rows_name_their_network_in_the_summary_and_show(fake_plugins: Path,
+                                                         tmp_path: Path) -> None:
+    config = RunConfig.from_dict({
+        "run": {**FAST, "adapters": ["fake-ok"], "timeout_s": 60.0, "phases": ["step"]},
+        "network": {"batch_size": 2, "time_steps": 10},
+        "sweep": [{"neurons": [8], "detach_reset": [True, False]}],
+    })
+    start_run(config, tmp_path / "run", tmp_path, False)
+    csv = pd.read_csv(tmp_path / "run" / "summary.csv", keep_default_na=False)
+    step = csv[(csv["phase"] == "step") & (csv["metric"] == "time_s")]
+    assert sorted(step["detach_reset"].astype(str).str.lower()) == ["false", "true"]
+    assert set(step["surrogate"]) == {"fast_sigmoid"}
+    assert set(step["surrogate_slope"]) == {25.0}
+    assert set(step["bias"].astype(str).str.lower()) == {"true"}
+    assert set(step["input_kind"]) == {"gaussian"}
+    md = run_cli("show", str(tmp_path / "run"), "--format", "md", env=_env())
+    assert md.returncode == 0, md.stderr
+    header = md.stdout.splitlines()[0]
+    for column in ("surrogate", "slope", "detach reset", "bias", "input"):
+        assert f"| {column} |" in header
+    text = run_cli("show", str(tmp_path / "run"), env=_env())
+    assert "detach_reset=true" in text.stdout and "detach_reset=false" in text.stdout
