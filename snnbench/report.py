@@ -320,6 +320,13 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
     if isinstance(settings, dict) and settings:
         rows.append(["settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))])
     env_vars = manifest.get("env_vars")
+    if isinstance(env_vars, dict):
+        # a folder written by an older snnbench may hold variables it no longer records (a
+        # Terraform token under TF_): a report shows only what is recorded today, masked
+        from snnbench.environment import masked_env_vars, records_variable
+
+        env_vars = masked_env_vars({k: v for k, v in env_vars.items()
+                                    if records_variable(str(k))})
     if isinstance(env_vars, dict) and env_vars:
         rows.append(["environment", ", ".join(f"{k}={v}" for k, v in sorted(env_vars.items()))])
     image = manifest.get("image")

@@ -5,6 +5,7 @@ One test (or a few) per item of the issue, each a reproduction of what its probe
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -93,3 +94,98 @@ def test_rows_name_their_network_in_the_summary_and_show(fake_plugins: Path,
         assert f"| {column} |" in header
     text = run_cli("show", str(tmp_path / "run"), env=_env())
     assert "detach_reset=true" in text.stdout and "detach_reset=false" in text.stdout
+
+
+# -- item 1: secrets are never recorded or published -----------------------------------------
+SECRETS = {
+    "TF_TOKEN_app_terraform_io": "tf-secret-value-1",
+    "TF_VAR_db_password": "tf-secret-value-2",
+    "NVIDIA_API_KEY": "nvapi-secret-value-3",
+    "SNNBENCH_UPLOAD_TOKEN": "snn-secret-value-4",
+    "CUDA_AUTH_HEADER": "cuda-secret-value-5",
+}
+
+
+def test_relevant_env_vars_keep_measurement_variables_and_mask_credentials() -> None:
+    from snnbench.environment import relevant_env_vars
+
+    env = {**SECRETS, "OMP_NUM_THREADS": "2", "NVIDIA_TF32_OVERRIDE": "0",
+           "TF_CLI_CONFIG_FILE": "/root/.terraformrc", "LD_PRELOAD": "libjemalloc.so",
+           "TORCHINDUCTOR_CACHE_DIR": "/x", "HOME": "/root"}
+    recorded = relevant_env_vars(env)
+    assert recorded == {"OMP_NUM_THREADS": "2", "NVIDIA_TF32_OVERRIDE": "0",
+                        "LD_PRELOAD": "libjemalloc.so", "TORCHINDUCTOR_CACHE_DIR": "/x",
+                        "SNNBENCH_UPLOAD_TOKEN": "***", "CUDA_AUTH_HEADER": "***"}
+
+
+def test_no_secret_reaches_a_run_folder_or_its_report(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_cli("run", "--adapters", "fake-ok", "--neurons", "8", "--steps", "5",
+                   "--batch-size", "2", "--config", "ci-smoke", "--repeats", "3", "--warmup",
+                   "1", "--threads", "1", "--device", "cpu", "--out", str(out),
+                   env={**_env(), **SECRETS})
+    assert proc.returncode == 0, proc.stderr
+    report = run_cli("report", str(out), "--out", str(tmp_path / "report"), env=_env())
+    assert report.returncode == 0, report.stderr
+    env_json = run_cli("env", "--json", env={**_env(), **SECRETS})
+    written = [p for p in [*out.rglob("*"), *(tmp_path / "report").rglob("*")] if p.is_file()]
+    assert any(p.name == "report.md" for p in written)
+    for path in written:
+        data = path.read_bytes()
+        for value in SECRETS.values():
+            assert value.encode() not in data, f"{value} leaked into {path}"
+    for value in SECRETS.values():
+        assert value not in env_json.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["env_vars"]["SNNBENCH_UPLOAD_TOKEN"] == "***"
+
+
+def test_a_received_folder_s_secrets_are_masked_in_its_report(tmp_path: Path) -> None:
+    import numpy as np
+
+    from tests.fixtures.runfolders import timed_case, write_run
+
+    run = write_run(tmp_path / "old", [timed_case("torch", 64, np.random.default_rng(0),
+                                                   median_s=1e-3)],
+                    manifest={"env_vars": {**SECRETS, "OMP_NUM_THREADS": "2"}})
+    proc = run_cli("report", str(run), "--out", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "OMP_NUM_THREADS=2" in text
+    for value in SECRETS.values():
+        assert value not in text
+
+
+def test_committed_references_hold_no_unrecorded_or_secret_variables() -> None:
+    import subprocess
+
+    from snnbench.environment import looks_secret, records_variable
+    from snnbench.rundir import load_run
+    from tests.conftest import REPO
+
+    files = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    folders = {Path(f).parents[0] for f in files if f.endswith("manifest.json")}
+    assert folders
+    for folder in folders:
+        load_run(REPO / folder)  # still loadable after the scrub
+    for name in files:
+        if not name.endswith((".json", ".md", ".html")):
+            continue
+        text = (REPO / name).read_text()
+        assert "terraformrc" not in text and "TF_CLI_CONFIG_FILE" not in text, name
+        if name.endswith(".json") and ("manifest" in name or "/hosts/" in name):
+            for env_vars in _env_var_tables(json.loads(text)):
+                assert all(records_variable(k) for k in env_vars), (name, env_vars)
+                assert all(v == "***" for k, v in env_vars.items() if looks_secret(k))
+
+
+def _env_var_tables(node: object) -> list[dict[str, str]]:
+    """Every ``env_vars`` table anywhere in a manifest or host record."""
+    if isinstance(node, dict):
+        found = [node["env_vars"]] if isinstance(node.get("env_vars"), dict) else []
+        return found + [t for k, v in node.items() if k != "env_vars"
+                        for t in _env_var_tables(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in _env_var_tables(v)]
+    return []
