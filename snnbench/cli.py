@@ -278,6 +278,10 @@ def run(
         "with --resume a run folder.")] = None,
     resume: Annotated[bool, typer.Option(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
+    trust_folder: Annotated[bool, typer.Option(
+        help="With --resume and no executor options: run the setup lines, Apptainer image "
+        "and Ray address the folder's manifest records (refused otherwise: a folder someone "
+        "sent runs no code).")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
     executor: Annotated[str | None, typer.Option(
@@ -384,6 +388,8 @@ def run(
     if resume and (config or run_overrides or network_overrides):
         fail("--resume finishes a run with its recorded settings: give only --out (and, if "
              "you like, executor options)")
+    if trust_folder and not resume:
+        fail("--trust-folder applies to --resume only")
     exec_overrides: dict[str, Any] = {}
     for key, option in (("name", executor), ("jobs", jobs), ("bind_cpus", bind_cpus),
                         ("slurm.partition", partition), ("slurm.account", account),
@@ -437,7 +443,8 @@ def run(
     try:
         with terminate_as_interrupt():
             outcome = start_run(cfg, out, Path("results"), resume, on_progress,
-                                notify=on_environment, executor_settings=executor_settings)
+                                notify=on_environment, executor_settings=executor_settings,
+                                trust_folder=trust_folder)
     except KeyboardInterrupt as exc:
         if bars:
             progress.stop()

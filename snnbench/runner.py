@@ -530,13 +530,15 @@ def start_run(
     executor: Executor | None = None,
     notify: NotifyCallback | None = None,
     executor_settings: ExecutorSettings | None = None,
+    trust_folder: bool = False,
 ) -> SweepOutcome:
     """Create (or resume) a run folder and run the sweep into it.
 
     Library environments are resolved and built (or reused) before the run folder is touched
     and before any case runs. The executor is ``executor``, else built from
     ``executor_settings``, else from the config's ``[executor]`` table (a resumed run: the one
-    given now, any executor works).
+    given now, any executor works; the recorded one only when it runs no command text the
+    folder names, or with ``trust_folder``).
     """
     entries = discover()
     if resume:
@@ -552,6 +554,8 @@ def start_run(
                 # written before the wait policy existed: its cases ran with the libraries' own
                 config = dataclasses.replace(config, run=dataclasses.replace(
                     config.run, thread_wait="library"))
+            if executor is None and executor_settings is None and not trust_folder:
+                refuse_recorded_commands(config.executor, out)
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
@@ -635,6 +639,33 @@ def start_run(
         run_dir.unlock()
         executor.close()
     return outcome
+
+
+def recorded_commands(settings: ExecutorSettings) -> list[str]:
+    """What in an ``[executor]`` table makes this machine run text or code the table names: the
+    Slurm setup lines, the Apptainer image and its arguments, a Ray address (Ray unpickles
+    what the cluster sends back)."""
+    found = [f"setup {line!r}" for line in settings.slurm.setup]
+    if settings.slurm.image:
+        found.append(f"image {settings.slurm.image!r}")
+    found += [f"container argument {arg!r}" for arg in settings.slurm.container_args]
+    if settings.ray.address:
+        found.append(f"Ray address {settings.ray.address!r}")
+    return found
+
+
+def refuse_recorded_commands(settings: ExecutorSettings, folder: Path) -> None:
+    """Refuse to resume with a manifest's executor that would run what the folder names.
+
+    Run folders are what people send each other: whoever wrote the manifest chose its setup
+    lines. They run only when the user gives them again, or says ``--trust-folder``.
+    """
+    found = recorded_commands(settings)
+    if found:
+        raise StorageError(
+            f"{folder}/manifest.json asks to run {', '.join(found)} with the "
+            f"{settings.name} executor; a received folder runs no code: give the executor "
+            "options again (e.g. --executor local), or --trust-folder if you wrote this folder")
 
 
 def merge_run(path: Path) -> int:

@@ -189,3 +189,59 @@ def _env_var_tables(node: object) -> list[dict[str, str]]:
     if isinstance(node, list):
         return [t for v in node for t in _env_var_tables(v)]
     return []
+
+
+# -- item 2: a received run folder runs no shell text -------------------------------------------
+RUN_FAST = ["--config", "ci-smoke", "--repeats", "3", "--warmup", "1", "--threads", "1",
+            "--device", "cpu"]
+
+
+def _finished_run(out: Path, *extra: str) -> None:
+    proc = run_cli("run", "--adapters", "fake-ok", "--neurons", "8,16", "--steps", "5",
+                   "--batch-size", "2", *RUN_FAST, *extra, "--out", str(out), env=_env())
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_resume_never_runs_the_setup_a_received_manifest_names(tmp_path: Path) -> None:
+    out, pwned = tmp_path / "run", tmp_path / "PWNED"
+    _finished_run(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"]["executor"]["name"] = "slurm"
+    manifest["config"]["executor"]["slurm"].update(
+        {"setup": [f"touch {pwned}"], "cluster": "local", "gpus_per_node": 0})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()  # a partial run: work to do
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    proc = run_cli("run", "--resume", "--out", str(out), env=_env())
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "touch" in proc.stderr and "--trust-folder" in proc.stderr
+    assert not pwned.exists()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+    # the user's own executor options: the recorded setup is not used
+    local = run_cli("run", "--resume", "--executor", "local", "--out", str(out), env=_env())
+    assert local.returncode == 0, local.stderr
+    assert not pwned.exists()
+
+
+def test_trust_folder_belongs_to_resume(tmp_path: Path) -> None:
+    proc = run_cli("run", "--adapters", "fake-ok", "--trust-folder", "--out",
+                   str(tmp_path / "run"), env=_env())
+    assert proc.returncode == 2 and "--trust-folder applies to --resume only" in proc.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_recorded_commands_name_every_kind_of_command_text() -> None:
+    from snnbench.executors import ExecutorSettings
+    from snnbench.runner import recorded_commands
+
+    assert recorded_commands(ExecutorSettings()) == []
+    settings = ExecutorSettings.from_dict({
+        "name": "slurm", "slurm": {"setup": ["module load x"], "image": "/a.sif",
+                                   "container_args": ["--bind", "/x"]}})
+    found = recorded_commands(settings)
+    assert len(found) == 4 and "setup 'module load x'" in found
+    ray = ExecutorSettings.from_dict({"name": "ray", "ray": {"address": "evil:6379"}})
+    assert recorded_commands(ray) == ["Ray address 'evil:6379'"]
