@@ -670,7 +670,7 @@ def verify(
     nothing could be checked at all (every check skipped or unavailable): no evidence is not
     a pass.
     """
-    from snnbench.storage import claim_folder
+    from snnbench.storage import claim_folder, written_by_snnbench
     from snnbench.verify_cmd import VerifyRequest, run_verification
 
     resets = ["subtract", "zero"] if reset == "both" else _split(reset)
@@ -689,8 +689,9 @@ def verify(
                        "surrogate": surrogate, "surrogate_slope": surrogate_slope},
               ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
     if dump is not None:
-        # earlier dumps may be refreshed; anything else in the folder is never overwritten
-        claim_folder(dump, "--dump", lambda p: p.is_file() and p.suffix == ".npz")
+        # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
+        # the folder, a user's own .npz included, is never overwritten
+        claim_folder(dump, "--dump", written_by_snnbench)
     rows = run_verification(
         request, console=err_console,
         notify=lambda line: err_console.print(escape(line), highlight=False))

@@ -154,6 +154,63 @@ def _atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
+#: the ledger of an output folder (``report --out``, ``verify --dump``): every file snnbench
+#: wrote there, with its SHA-256. A later command replaces exactly those, unchanged since;
+#: a file of the same name that the user wrote or edited is never touched
+WRITTEN_LEDGER = ".snnbench-written.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def written_files(folder: Path) -> dict[str, str] | None:
+    """File name → SHA-256 of what snnbench wrote in ``folder``; {} when it has no ledger,
+    None when its ledger is not one (damaged, or a foreign file of that name)."""
+    ledger = folder / WRITTEN_LEDGER
+    if not ledger.is_file():
+        return {}
+    try:
+        data = json.loads(ledger.read_text())
+    except (OSError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or data.get("written_by") != "snnbench":
+        return None
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def written_by_snnbench(path: Path) -> bool:
+    """True for a file snnbench wrote (per its folder's ledger) and nobody changed since, and
+    for a sound ledger itself: what an output folder may hold and a command may replace."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    files = written_files(path.parent)
+    if files is None:
+        return False
+    if path.name == WRITTEN_LEDGER:
+        return True
+    expected = files.get(path.name)
+    try:
+        return expected is not None and _sha256(path) == expected
+    except OSError:
+        return False
+
+
+def record_written(folder: Path, paths: list[Path]) -> None:
+    """Add ``paths`` (files just written in ``folder``) to its ledger, atomically."""
+    files = written_files(folder) or {}
+    for path in paths:
+        files[path.name] = _sha256(path)
+    atomic_write_json(folder / WRITTEN_LEDGER, {"written_by": "snnbench", "files": files})
+
+
 def claim_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
     """Make ``path`` an output folder, refusing one that holds anything ``may_hold`` rejects.
 
@@ -184,8 +241,8 @@ def check_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> Non
         if foreign:
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise StorageError(
-                f"{flag} {path} is not empty ({shown}): choose a new or empty folder; "
-                "nothing in it was touched"
+                f"{flag} {path} is not empty ({shown}): choose a new or empty folder (only "
+                "files snnbench wrote there, unchanged, are replaced); nothing in it was touched"
             )
 
 

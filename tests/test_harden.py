@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -245,3 +246,70 @@ def test_recorded_commands_name_every_kind_of_command_text() -> None:
     assert len(found) == 4 and "setup 'module load x'" in found
     ray = ExecutorSettings.from_dict({"name": "ray", "ray": {"address": "evil:6379"}})
     assert recorded_commands(ray) == ["Ray address 'evil:6379'"]
+
+
+# -- items 3, 4: only files snnbench itself wrote are ever replaced ---------------------------
+def _invoke(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from snnbench.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def _one_line_error(result: Any, fragment: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_report_out_replaces_only_what_snnbench_wrote(tmp_path: Path) -> None:
+    import numpy as np
+
+    from tests.fixtures.runfolders import timed_case, write_run
+
+    rng = np.random.default_rng(0)
+    run = write_run(tmp_path / "run", [timed_case("torch", n, rng, median_s=1e-3 * n / 64)
+                                       for n in (64, 128)]
+                    + [timed_case("norse", n, rng, median_s=2e-3 * n / 64) for n in (64, 128)])
+    mine = tmp_path / "myfigs"
+    mine.mkdir()
+    (mine / "report.md").write_text("# my thesis notes\n")
+    (mine / "phases.png").write_bytes(b"\x89PNG my own figure")
+    before = _files(mine)
+    _one_line_error(_invoke("report", str(run), "--out", str(mine)), "not empty")
+    assert _files(mine) == before
+
+    ours = tmp_path / "figs"
+    for _ in range(2):  # a report refreshes its own earlier report
+        result = _invoke("report", str(run), "--out", str(ours))
+        assert result.exit_code == 0, result.stderr
+    assert (ours / "phases.png").is_file()
+    # once the user edits a file snnbench wrote, it is theirs
+    (ours / "report.md").write_text("# my thesis notes\n")
+    before = _files(ours)
+    _one_line_error(_invoke("report", str(run), "--out", str(ours)), "report.md")
+    assert _files(ours) == before
+
+
+def test_verify_dump_replaces_only_what_snnbench_wrote(fake_plugins: Path,
+                                                      tmp_path: Path) -> None:
+    args = ["verify", "--adapters", "fake-ok", "--neurons", "8", "--steps", "6", "--reset",
+            "subtract"]
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    (mine / "fake-ok-default-subtract.npz").write_bytes(b"my own arrays")
+    before = _files(mine)
+    _one_line_error(_invoke(*args, "--dump", str(mine)), "fake-ok-default-subtract.npz")
+    assert _files(mine) == before
+
+    ours = tmp_path / "dumps"
+    for _ in range(2):  # earlier dumps of snnbench are refreshed
+        result = _invoke(*args, "--dump", str(ours))
+        assert result.exit_code == 0, result.stderr + result.stdout
+    assert (ours / "fake-ok-default-subtract.npz").stat().st_size > 100
