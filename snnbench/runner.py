@@ -556,6 +556,7 @@ def start_run(
                     config.run, thread_wait="library"))
             if executor is None and executor_settings is None and not trust_folder:
                 refuse_recorded_commands(config.executor, out)
+            run_dir.case_records()  # a damaged, copied or renamed record: refused before work
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)

@@ -397,18 +397,28 @@ class RunDir:
         record.write(self.cases_dir / f"{record.key}.json")
 
     def finished_keys(self) -> set[str]:
-        """Keys of the cases already recorded (``--resume`` skips them)."""
+        """Keys of the cases already recorded (``--resume`` skips them): the keys the records
+        hold, never only their file names (:meth:`case_records` checks that both agree)."""
         if not self.cases_dir.is_dir():
             return set()
-        return {p.stem for p in self.cases_dir.glob("*.json")}
+        return {record.key for record in self.case_records()}
 
     def case_records(self) -> list[CaseRecord]:
         """Every case record, ordered by the time it finished.
 
         A file that is not a case record of this schema raises a
-        :class:`~snnbench.contract.ContractError` naming it.
+        :class:`~snnbench.contract.ContractError` naming it; one whose name is not its
+        record's key (a record copied or renamed by hand) raises :class:`StorageError`: a copy
+        would count as a second replicate, a renamed one would hide the case it is named after.
         """
-        records = [CaseRecord.read(path) for path in sorted(self.cases_dir.glob("*.json"))]
+        records = []
+        for path in sorted(self.cases_dir.glob("*.json")):
+            record = CaseRecord.read(path)
+            if record.key != path.stem:
+                raise StorageError(
+                    f"{path} holds the record of case {record.key}, not {path.stem} (copied "
+                    f"or renamed by hand): restore its name ({record.key}.json) or remove it")
+            records.append(record)
         records.sort(key=lambda r: (r.finished_utc, r.order))
         return records
 

@@ -313,3 +313,31 @@ def test_verify_dump_replaces_only_what_snnbench_wrote(fake_plugins: Path,
         result = _invoke(*args, "--dump", str(ours))
         assert result.exit_code == 0, result.stderr + result.stdout
     assert (ours / "fake-ok-default-subtract.npz").stat().st_size > 100
+
+
+# -- item 5: case records are trusted by their content, never by their file name -------------
+def test_copied_or_renamed_case_records_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    out = tmp_path / "run"
+    _finished_run(out)
+    records = sorted((out / "cases").glob("fake-ok*.json"))
+    assert len(records) == 2
+    # a copy under another name would be merged as a second replicate
+    copy = out / "cases" / "fake-ok--default--cpu--0123456789ab.json"
+    shutil.copy(records[0], copy)
+    before = _files(out)
+    merged = _invoke("merge", str(out))
+    _one_line_error(merged, f"holds the record of case {records[0].stem}")
+    assert _files(out) == before
+    copy.unlink()
+
+    # a record renamed over another case's name would make --resume skip that case
+    records[1].unlink()
+    records[0].rename(records[1])
+    before = _files(out)
+    resumed = run_cli("run", "--resume", "--out", str(out), env=_env())
+    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+    assert len(resumed.stderr.strip().splitlines()) == 1 and "Traceback" not in resumed.stderr
+    assert f"restore its name ({records[0].stem}.json)" in resumed.stderr
+    assert _files(out) == before
