@@ -521,6 +521,26 @@ def share_threads(config: RunConfig, executor: Executor) -> RunConfig:
     return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=share))
 
 
+def keep_recorded_threads(config: RunConfig, manifest: dict[str, Any]) -> RunConfig:
+    """A resumed run's config with the thread count its manifest recorded (``threads = 0``
+    means every core: another machine, or another CPU set, would give another number)."""
+    recorded = manifest.get("settings", {}).get("threads")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=recorded))
+    return config
+
+
+def refuse_changed_threads(shared: RunConfig, config: RunConfig, folder: Path) -> None:
+    """Refuse a resume whose executor would run cases with fewer threads than the run recorded
+    (``--jobs`` shares the cores): its rows would not be comparable with the finished ones."""
+    if shared.run.resolved_threads != config.run.resolved_threads:
+        raise StorageError(
+            f"{folder} was run with {config.run.resolved_threads} threads per case; these "
+            f"executor options would give {shared.run.resolved_threads} (--jobs shares the "
+            "cores), which changes what is measured: resume with fewer --jobs, or on a "
+            "machine with more cores")
+
+
 def start_run(
     config: RunConfig,
     out: Path | None,
@@ -564,10 +584,12 @@ def start_run(
                 manifest["environments"] = [env.to_dict() for env in built]
                 manifest.pop("schema_version", None)
                 run_dir.write_manifest(manifest)
+            # the threads the run recorded, not what "all cores" means on this machine
+            config = keep_recorded_threads(config, manifest)
             if executor is None:
                 executor = choose_executor(executor_settings or config.executor, device,
                                            config.run.resolved_threads)
-            config = share_threads(config, executor)
+            refuse_changed_threads(share_threads(config, executor), config, out)
             before = preflight_check(config.run, executor, device, notify)
         except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
             if executor is not None:
@@ -613,6 +635,14 @@ def start_run(
         jobs = plan_jobs(tasks, config.run, entries)
         outcome.skipped_existing = len({j.key for j in jobs} & (
             run_dir.finished_keys() - set(retry_attempts(run_dir))))
+        # recorded before any case runs: an execution stopped half-way stays in the manifest
+        # (finished_utc null), so every execution that ran cases is listed
+        execution = {**executor.describe(), "threads": config.run.resolved_threads,
+                     "started_utc": started, "finished_utc": None}
+        manifest = run_dir.read_manifest()
+        manifest.setdefault("executions", []).append(execution)
+        manifest.pop("schema_version", None)
+        run_dir.write_manifest(manifest)
         for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
@@ -625,8 +655,10 @@ def start_run(
         outcome.noise = noise_verdict(manifest["preflight"], run_dir.case_records())
         manifest["noise"] = outcome.noise.to_dict()
         manifest["finished_utc"] = now_utc()
-        manifest.setdefault("executions", []).append(
-            {**executor.describe(), "started_utc": started, "finished_utc": now_utc()})
+        for entry in manifest.setdefault("executions", []):
+            if entry.get("started_utc") == started and entry.get("finished_utc") is None:
+                # described again: an engine knows its job ids only once it has run
+                entry.update({**executor.describe(), "finished_utc": now_utc()})
         manifest["hosts"] = read_machine_records(run_dir.path)
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)

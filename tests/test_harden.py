@@ -341,3 +341,54 @@ def test_copied_or_renamed_case_records_are_refused(tmp_path: Path) -> None:
     assert len(resumed.stderr.strip().splitlines()) == 1 and "Traceback" not in resumed.stderr
     assert f"restore its name ({records[0].stem}.json)" in resumed.stderr
     assert _files(out) == before
+
+
+# -- item 6: --resume keeps the recorded settings and records every execution ----------------
+def test_resume_refuses_jobs_that_would_change_the_threads(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _finished_run(out)  # --threads 1 … recorded: give it 2 as if it ran with 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["settings"]["threads"] = 2
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()
+    before = _files(out)
+    proc = run_cli("run", "--resume", "--jobs", "2", "--out", str(out), env=_env())
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "was run with 2 threads per case" in proc.stderr and "gives" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert _files(out) == before
+
+
+def test_an_interrupted_execution_is_recorded(tmp_path: Path, process_tag: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO, TAG_VAR, wait_until_gone
+
+    out = tmp_path / "run"
+    env = {**os.environ, **_env(), "SNNBENCH_FAKE_SLOW_S": "0.05", TAG_VAR: process_tag}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snnbench", "run", "--adapters", "fake-slow", "--neurons",
+         "8,16,24", "--steps", "5", "--batch-size", "2", *RUN_FAST, "--out", str(out)],
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list((out / "cases").glob("fake-slow*")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not wait_until_gone(process_tag)
+    executions = json.loads((out / "manifest.json").read_text())["executions"]
+    assert len(executions) == 1 and executions[0]["finished_utc"] is None
+    assert executions[0]["name"] == "local" and executions[0]["threads"] == 1
+    resumed = run_cli("run", "--resume", "--out", str(out), env={**_env(),
+                                                                 "SNNBENCH_FAKE_SLOW_S": "0"})
+    assert resumed.returncode == 0, resumed.stderr
+    executions = json.loads((out / "manifest.json").read_text())["executions"]
+    assert len(executions) == 2 and executions[0]["finished_utc"] is None
+    assert executions[1]["finished_utc"]
