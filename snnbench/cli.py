@@ -7,8 +7,10 @@ already written is touched).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -70,6 +72,28 @@ class _Commands(TyperGroup):
         except UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "snnbench"
             fail(f"{exc.format_message()} (see '{where} --help')")
+        except OSError as exc:
+            # a path that cannot be used (a name over 255 bytes, a folder without access) or
+            # an output that cannot take more (stdout on a full disk, a closed pipe): the
+            # user's to fix, so one line and exit 2, never 1 (compare's "regression")
+            fail(os_error_line(exc))
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError that reached the command line: the path and why it cannot be
+    used, or, for one without a path, that the output could not be written. Standard output
+    is then pointed at /dev/null, so the interpreter's last flush cannot fail again."""
+    from snnbench.storage import os_reason
+
+    if exc.filename is not None:
+        where = str(exc.filename)
+        if exc.filename2 is not None:
+            where += f" → {exc.filename2}"
+        return f"cannot use {where}: {os_reason(exc)}"
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return f"cannot write the output: {os_reason(exc)}"
 
 
 app = typer.Typer(

@@ -392,3 +392,48 @@ def test_an_interrupted_execution_is_recorded(tmp_path: Path, process_tag: str) 
     executions = json.loads((out / "manifest.json").read_text())["executions"]
     assert len(executions) == 2 and executions[0]["finished_utc"] is None
     assert executions[1]["finished_utc"]
+
+
+# -- items 7, 8: unusable paths and a full stdout are one line and exit 2, never 1 ------------
+LONG = "a" * 300  # one path component over the 255 bytes of every common filesystem
+
+
+def _path_cases(tmp_path: Path) -> list[list[str]]:
+    run = str(Path(__file__).parent.parent / "results" / "baselines" / "cpu-smoke")
+    long = str(tmp_path / LONG)
+    return [
+        ["show", long], ["merge", long], ["compare", long, run], ["compare", run, long],
+        ["report", run, "--out", long], ["run", "--config", long + ".toml"],
+        ["run", "--resume", "--out", long], ["run", "--adapters", "null", "--out", long],
+        ["verify", "--adapters", "null", "--dump", long],
+    ]
+
+
+def test_unusable_paths_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in _path_cases(tmp_path):
+        result = _invoke(*args)
+        assert result.exit_code == 2, (args, result.exit_code, result.stderr, result.exception)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+        assert "Traceback" not in result.stdout + result.stderr
+    assert not any(p.name.startswith("a" * 200) for p in tmp_path.iterdir())
+
+
+def test_a_full_stdout_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    run = str(REPO / "results" / "baselines" / "cpu-smoke")
+    for args in (["compare", run, run], ["show", run], ["env", "--json"],
+                 ["run", "--adapters", "fake-ok", "--neurons", "8", "--steps", "5",
+                  "--batch-size", "2", *RUN_FAST, "--out", str(tmp_path / "run")]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "snnbench", *args], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=300,
+                                  env={**os.environ, **_env()})
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+        assert lines == ["error: cannot write the output: No space left on device"], proc.stderr
+        assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
