@@ -437,3 +437,25 @@ def test_a_full_stdout_is_one_line_and_exit_2(tmp_path: Path) -> None:
         lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
         assert lines == ["error: cannot write the output: No space left on device"], proc.stderr
         assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+# -- item 13: the null probe is never gated ---------------------------------------------------
+def test_a_failed_null_probe_is_not_a_regression(tmp_path: Path) -> None:
+    import numpy as np
+
+    from snnbench.compare import compare
+    from tests.fixtures.runfolders import FakeCase, timed_case, write_run
+
+    rng = np.random.default_rng(0)
+    base = write_run(tmp_path / "base", [timed_case("torch", 64, rng, median_s=1e-3),
+                                         timed_case("null", 64, rng, median_s=1e-6)])
+    cand = write_run(tmp_path / "cand", [timed_case("torch", 64, rng, median_s=1e-3),
+                                         FakeCase("null", 64, status="error",
+                                                  message="injected")])
+    result = compare(base, cand)
+    assert result.exit_code == 0, [p.mark for p in result.regressions]
+    null = [p for p in result.pairs if p.key[0] == "null"]
+    assert null and all(p.mark == "info" for p in null)
+    assert "harness probe, not gated (would be new failure)" in null[0].note
+    proc = _invoke("compare", str(base), str(cand))
+    assert proc.exit_code == 0, proc.stdout
