@@ -497,10 +497,12 @@ def run(
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:
-    from snnbench.storage import read_summary
+    from snnbench.rundir import load_run
     from snnbench.tables import HEADERS, case_rows, markdown_table
 
-    summary = read_summary(run_dir)
+    # the reader of report and compare, with their rules: a manifest of this schema, a
+    # complete summary, no live run writing into it
+    summary = load_run(run_dir, samples=False).summary
     rows = case_rows(summary)
     if fmt == "md":
         print(markdown_table(HEADERS, rows))

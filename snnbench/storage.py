@@ -315,6 +315,25 @@ class RunDir:
             raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
         return cls(path)
 
+    def live_holder(self) -> str | None:
+        """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
+        Only tests the lock (a shared, non-blocking try): readers write nothing."""
+        try:
+            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
+        except OSError:
+            return None  # no lock file: no live run
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        return handle.read().strip() or "another process"
+                    return "another process"
+                return None
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return None
+
     def lock(self) -> None:
         """Hold an exclusive lock for this process; another live run on the folder is refused.
 

@@ -459,3 +459,46 @@ def test_a_failed_null_probe_is_not_a_regression(tmp_path: Path) -> None:
     assert "harness probe, not gated (would be new failure)" in null[0].note
     proc = _invoke("compare", str(base), str(cand))
     assert proc.exit_code == 0, proc.stdout
+
+
+# -- item 12: one reader, one set of rules for show, report and compare ----------------------
+def _copy_run(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    from tests.conftest import REPO
+
+    return Path(shutil.copytree(REPO / "results" / "baselines" / "cpu-smoke", tmp_path / name))
+
+
+def test_show_report_and_compare_read_by_one_set_of_rules(tmp_path: Path) -> None:
+    from snnbench.storage import RunDir
+
+    good = _copy_run(tmp_path, "good")
+    for name, content in (("garbage", b"{not json"), ("list", b"[]"), ("latin1", b"\xff\xfe{}"),
+                          ("v99", json.dumps({"schema_version": 99, "run_id": "x"}).encode())):
+        run = _copy_run(tmp_path, name)
+        (run / "manifest.json").write_bytes(content)
+        for args in (["show", str(run)], ["report", str(run), "--out", str(tmp_path / "r")],
+                     ["compare", str(good), str(run)]):
+            _one_line_error(_invoke(*args), str(run))
+        assert not (tmp_path / "r").exists()
+
+    # a live run still writes into the folder: nobody reads it yet
+    live = _copy_run(tmp_path, "live")
+    holder = RunDir(live)
+    holder.lock()
+    try:
+        for args in (["show", str(live)], ["report", str(live), "--out", str(tmp_path / "r")],
+                     ["compare", str(good), str(live)], ["compare", str(live), str(good)]):
+            _one_line_error(_invoke(*args), "in use by a live run")
+    finally:
+        holder.unlock()
+    assert _invoke("show", str(live)).exit_code == 0
+
+    # summary.parquet gone: all three read the CSV alike
+    csv_only = _copy_run(tmp_path, "csv")
+    (csv_only / "summary.parquet").unlink()
+    shown = _invoke("show", str(csv_only))
+    assert shown.exit_code == 0, shown.stderr
+    assert _invoke("compare", str(good), str(csv_only)).exit_code == 0
+    assert _invoke("report", str(csv_only), "--out", str(tmp_path / "r")).exit_code == 0
