@@ -433,6 +433,7 @@ def run(
     if exec_overrides or not resume:
         base = ExecutorSettings() if resume else cfg.executor
         executor_settings = base.with_overrides(exec_overrides)
+        _refuse_foreign_options(executor_settings, exec_overrides)
 
     # the bar starts with the first case: an error before it (a bad selection, an --out that
     # is not empty) stays one line on stderr
@@ -494,6 +495,23 @@ def run(
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")
     raise typer.Exit(1 if outcome.failed else 0)
+
+
+def _refuse_foreign_options(settings: Any, given: dict[str, Any]) -> None:
+    """Refuse executor flags that the chosen executor would ignore (``--partition`` on a local
+    run, ``--bind-cpus`` without ``--gpus``): a silently ignored option is a wrong run."""
+    flags = {"slurm.": "slurm", "ray.": "ray"}
+    for key in given:
+        owner = next((name for prefix, name in flags.items() if key.startswith(prefix)), None)
+        if owner is not None and settings.name != owner:
+            flag = "--" + key.split(".", 1)[1].replace("_", "-")
+            flag = {"--cluster": "--slurm-cluster", "--address": "--ray-address"}.get(flag, flag)
+            fail(f"{flag} is an option of the {owner} executor, not of {settings.name!r} "
+                 f"(add --executor {owner}, or leave it out)")
+    if "bind_cpus" in given and given["bind_cpus"] and (settings.name != "local"
+                                                        or not settings.gpus):
+        fail("--bind-cpus pins cases to the CPUs nearest their GPU: it needs the local "
+             "executor with --gpus")
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:

@@ -502,3 +502,19 @@ def test_show_report_and_compare_read_by_one_set_of_rules(tmp_path: Path) -> Non
     assert shown.exit_code == 0, shown.stderr
     assert _invoke("compare", str(good), str(csv_only)).exit_code == 0
     assert _invoke("report", str(csv_only), "--out", str(tmp_path / "r")).exit_code == 0
+
+
+# -- item 11: options of another executor are refused, not ignored ----------------------------
+def test_options_of_another_executor_are_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    for flags, message in (
+            (["--partition", "gpu"], "--partition is an option of the slurm executor"),
+            (["--image", "/x.sif"], "--image is an option of the slurm executor"),
+            (["--setup", "touch x"], "--setup is an option of the slurm executor"),
+            (["--ray-address", "h:1"], "--ray-address is an option of the ray executor"),
+            (["--executor", "ray", "--partition", "gpu"], "not of 'ray'"),
+            (["--bind-cpus"], "--bind-cpus pins cases")):
+        result = _invoke("run", "--adapters", "null", *flags, "--out", str(out))
+        _one_line_error(result, message)
+        assert not out.exists()
+
