@@ -250,6 +250,10 @@ def _split(text: str) -> list[str]:
 
 
 def _ints(text: str, what: str) -> list[int]:
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and not all(parts):
+        # "1,,2" is a typo (a value left out), not the list [1, 2]
+        fail(f"{what} has an empty item: {text!r}")
     try:
         values = [int(v) for v in _split(text)]
     except ValueError:

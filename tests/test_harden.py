@@ -518,3 +518,10 @@ def test_options_of_another_executor_are_refused(tmp_path: Path) -> None:
         _one_line_error(result, message)
         assert not out.exists()
 
+
+# -- item 15: "--neurons 1,,2" is a typo, not [1, 2] -------------------------------------------
+def test_an_empty_item_in_a_list_flag_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _one_line_error(_invoke("run", "--adapters", "null", "--neurons", "1,,2", "--out", str(out)),
+                    "--neurons has an empty item")
+    assert not out.exists()
