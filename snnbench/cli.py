@@ -7,8 +7,10 @@ already written is touched).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -70,6 +72,28 @@ class _Commands(TyperGroup):
         except UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "snnbench"
             fail(f"{exc.format_message()} (see '{where} --help')")
+        except OSError as exc:
+            # a path that cannot be used (a name over 255 bytes, a folder without access) or
+            # an output that cannot take more (stdout on a full disk, a closed pipe): the
+            # user's to fix, so one line and exit 2, never 1 (compare's "regression")
+            fail(os_error_line(exc))
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError that reached the command line: the path and why it cannot be
+    used, or, for one without a path, that the output could not be written. Standard output
+    is then pointed at /dev/null, so the interpreter's last flush cannot fail again."""
+    from snnbench.storage import os_reason
+
+    if exc.filename is not None:
+        where = str(exc.filename)
+        if exc.filename2 is not None:
+            where += f" → {exc.filename2}"
+        return f"cannot use {where}: {os_reason(exc)}"
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return f"cannot write the output: {os_reason(exc)}"
 
 
 app = typer.Typer(
@@ -226,6 +250,10 @@ def _split(text: str) -> list[str]:
 
 
 def _ints(text: str, what: str) -> list[int]:
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and not all(parts):
+        # "1,,2" is a typo (a value left out), not the list [1, 2]
+        fail(f"{what} has an empty item: {text!r}")
     try:
         values = [int(v) for v in _split(text)]
     except ValueError:
@@ -278,6 +306,10 @@ def run(
         "with --resume a run folder.")] = None,
     resume: Annotated[bool, typer.Option(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
+    trust_folder: Annotated[bool, typer.Option(
+        help="With --resume and no executor options: run the setup lines, Apptainer image "
+        "and Ray address the folder's manifest records (refused otherwise: a folder someone "
+        "sent runs no code).")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
     executor: Annotated[str | None, typer.Option(
@@ -384,6 +416,8 @@ def run(
     if resume and (config or run_overrides or network_overrides):
         fail("--resume finishes a run with its recorded settings: give only --out (and, if "
              "you like, executor options)")
+    if trust_folder and not resume:
+        fail("--trust-folder applies to --resume only")
     exec_overrides: dict[str, Any] = {}
     for key, option in (("name", executor), ("jobs", jobs), ("bind_cpus", bind_cpus),
                         ("slurm.partition", partition), ("slurm.account", account),
@@ -403,6 +437,7 @@ def run(
     if exec_overrides or not resume:
         base = ExecutorSettings() if resume else cfg.executor
         executor_settings = base.with_overrides(exec_overrides)
+        _refuse_foreign_options(executor_settings, exec_overrides)
 
     # the bar starts with the first case: an error before it (a bad selection, an --out that
     # is not empty) stays one line on stderr
@@ -437,7 +472,8 @@ def run(
     try:
         with terminate_as_interrupt():
             outcome = start_run(cfg, out, Path("results"), resume, on_progress,
-                                notify=on_environment, executor_settings=executor_settings)
+                                notify=on_environment, executor_settings=executor_settings,
+                                trust_folder=trust_folder)
     except KeyboardInterrupt as exc:
         if bars:
             progress.stop()
@@ -465,11 +501,30 @@ def run(
     raise typer.Exit(1 if outcome.failed else 0)
 
 
+def _refuse_foreign_options(settings: Any, given: dict[str, Any]) -> None:
+    """Refuse executor flags that the chosen executor would ignore (``--partition`` on a local
+    run, ``--bind-cpus`` without ``--gpus``): a silently ignored option is a wrong run."""
+    flags = {"slurm.": "slurm", "ray.": "ray"}
+    for key in given:
+        owner = next((name for prefix, name in flags.items() if key.startswith(prefix)), None)
+        if owner is not None and settings.name != owner:
+            flag = "--" + key.split(".", 1)[1].replace("_", "-")
+            flag = {"--cluster": "--slurm-cluster", "--address": "--ray-address"}.get(flag, flag)
+            fail(f"{flag} is an option of the {owner} executor, not of {settings.name!r} "
+                 f"(add --executor {owner}, or leave it out)")
+    if "bind_cpus" in given and given["bind_cpus"] and (settings.name != "local"
+                                                        or not settings.gpus):
+        fail("--bind-cpus pins cases to the CPUs nearest their GPU: it needs the local "
+             "executor with --gpus")
+
+
 def _print_run(run_dir: Path, fmt: str) -> None:
-    from snnbench.storage import read_summary
+    from snnbench.rundir import load_run
     from snnbench.tables import HEADERS, case_rows, markdown_table
 
-    summary = read_summary(run_dir)
+    # the reader of report and compare, with their rules: a manifest of this schema, a
+    # complete summary, no live run writing into it
+    summary = load_run(run_dir, samples=False).summary
     rows = case_rows(summary)
     if fmt == "md":
         print(markdown_table(HEADERS, rows))
@@ -490,13 +545,19 @@ def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
             continue
         label = (f"n={row[col['n']]} B={row[col['B']]} T={row[col['T']]} {row[col['dtype']]} "
                  f"reset={row[col['reset']]} {row[col['device']]}")
+        # the rest of the network (runs before these columns leave them blank): two cases of
+        # one size that differ only here must not read as one
+        if row[col["surrogate"]]:
+            label += (f" {row[col['surrogate']]}(slope {row[col['slope']]}) "
+                      f"detach_reset={row[col['detach reset']]} bias={row[col['bias']]} "
+                      f"input={row[col['input']]}")
         cases.setdefault(label, []).append(row)
     console.print(f"run {run_dir.name} — times: median ms ±IQR/median; peak MiB of the step "
                   "phase; floor× = step time / GEMM floor", highlight=False)
     for label, case in cases.items():
         table = Table(title=label, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
         columns: tuple[str, ...] = ("status", "forward ms", "backward ms", "step ms",
-                                    "step peak MiB", "floor×", "spike match")
+                                    "step peak MiB", "floor×", "spike match", "grad cos")
         # constant columns carry no information in an 80-column terminal: say it once instead
         if all(r[col["status"]] == "ok" for r in case):
             columns = tuple(c for c in columns if c != "status")
@@ -505,6 +566,9 @@ def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
             table.title = f"{label} — every verified adapter's spikes match the reference"
         if all(r[col["floor×"]] == "" for r in case):
             columns = tuple(c for c in columns if c != "floor×")
+        # the gradient check stays visible: an approximate gradient is the row's caveat
+        if all(r[col["grad cos"]] == "" for r in case):
+            columns = tuple(c for c in columns if c != "grad cos")
         table.add_column("adapter", no_wrap=True)
         for name in columns:
             short = {"forward ms": "fwd ms", "backward ms": "bwd ms", "step peak MiB": "MiB",
@@ -654,7 +718,7 @@ def verify(
     nothing could be checked at all (every check skipped or unavailable): no evidence is not
     a pass.
     """
-    from snnbench.storage import claim_folder
+    from snnbench.storage import claim_folder, written_by_snnbench
     from snnbench.verify_cmd import VerifyRequest, run_verification
 
     resets = ["subtract", "zero"] if reset == "both" else _split(reset)
@@ -673,8 +737,9 @@ def verify(
                        "surrogate": surrogate, "surrogate_slope": surrogate_slope},
               ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
     if dump is not None:
-        # earlier dumps may be refreshed; anything else in the folder is never overwritten
-        claim_folder(dump, "--dump", lambda p: p.is_file() and p.suffix == ".npz")
+        # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
+        # the folder, a user's own .npz included, is never overwritten
+        claim_folder(dump, "--dump", written_by_snnbench)
     rows = run_verification(
         request, console=err_console,
         notify=lambda line: err_console.print(escape(line), highlight=False))

@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,18 +139,48 @@ def container_image() -> dict[str, str | None] | None:
 
 
 #: prefixes of environment variables that change what a run measures (threads, allocators,
-#: compilers, GEMM paths, visible devices); recorded by name and value
+#: compilers, GEMM paths, visible devices), reviewed one by one: each belongs to a runtime a
+#: case uses. Broad prefixes shared with other tools are not here (``TF_`` is also
+#: Terraform's, with its tokens; ``NVIDIA_`` also holds API keys): their variables that
+#: matter are named in :data:`ENV_NAMES`.
 ENV_PREFIXES: tuple[str, ...] = (
-    "SNNBENCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "MALLOC_", "LD_PRELOAD",
-    "CUDA_", "CUBLAS_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "XLA_", "JAX_", "TF_",
-    "CUPY_", "NCCL_",
+    "SNNBENCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "MALLOC_", "CUDA_", "CUBLAS_",
+    "CUBLASLT_", "CUDNN_", "TRITON_", "TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "PYTORCH_",
+    "XLA_", "JAX_", "CUPY_", "NCCL_",
 )
+#: single variables that change a measurement, recorded by exact name
+ENV_NAMES: frozenset[str] = frozenset({
+    "LD_PRELOAD", "NVIDIA_TF32_OVERRIDE", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
+})
+#: parts of a name that mark a credential: such a variable is recorded as ``***``, whatever
+#: its prefix, so a token never reaches a manifest, a host record or a report
+SECRET_MARKERS: tuple[str, ...] = ("TOKEN", "KEY", "SECRET", "PASS", "AUTH", "CREDENTIAL")
+MASK = "***"
 
 
-def relevant_env_vars(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment variables (by :data:`ENV_PREFIXES`) that can change a measurement."""
+def looks_secret(name: str) -> bool:
+    """True for a variable name that looks like a credential (``*_TOKEN``, ``*API_KEY``…)."""
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def records_variable(name: str) -> bool:
+    """True for a variable that can change a measurement (by :data:`ENV_NAMES` or
+    :data:`ENV_PREFIXES`)."""
+    return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
+
+
+def masked_env_vars(env_vars: dict[str, Any]) -> dict[str, Any]:
+    """``env_vars`` with the value of every credential-looking name replaced by ``***`` (for
+    variables read from a run folder written by an older snnbench, or by someone else)."""
+    return {k: MASK if looks_secret(str(k)) else v for k, v in env_vars.items()}
+
+
+def relevant_env_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables that can change a measurement, credentials masked."""
     env = os.environ if environ is None else environ
-    return {k: env[k] for k in sorted(env) if k.startswith(ENV_PREFIXES)}
+    return masked_env_vars({k: env[k] for k in sorted(env) if records_variable(k)})
 
 
 def collect_environment() -> dict[str, Any]:

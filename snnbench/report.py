@@ -25,7 +25,12 @@ import pandas as pd
 from snnbench import plots, schema, targets
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.rundir import Run, adapter_label, load_run
-from snnbench.storage import atomic_write_bytes, claim_folder
+from snnbench.storage import (
+    atomic_write_bytes,
+    claim_folder,
+    record_written,
+    written_by_snnbench,
+)
 from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
 
 _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
@@ -320,6 +325,13 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
     if isinstance(settings, dict) and settings:
         rows.append(["settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))])
     env_vars = manifest.get("env_vars")
+    if isinstance(env_vars, dict):
+        # a folder written by an older snnbench may hold variables it no longer records (a
+        # Terraform token under TF_): a report shows only what is recorded today, masked
+        from snnbench.environment import masked_env_vars, records_variable
+
+        env_vars = masked_env_vars({k: v for k, v in env_vars.items()
+                                    if records_variable(str(k))})
     if isinstance(env_vars, dict) and env_vars:
         rows.append(["environment", ", ".join(f"{k}={v}" for k, v in sorted(env_vars.items()))])
     image = manifest.get("image")
@@ -424,11 +436,6 @@ th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
 """
 
 
-def _written_by_report(path: Path) -> bool:
-    """A file :func:`report` writes (so a folder holding only these is an earlier report)."""
-    return path.is_file() and (path.suffix == ".png" or path.name in ("report.md", "report.html"))
-
-
 def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write plots, ``report.md`` and ``report.html`` for the run in ``run_dir``.
 
@@ -441,8 +448,9 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     """
     run = load_run(run_dir, samples=False)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
-    # an earlier report is refreshed; any other file in the folder is never overwritten
-    claim_folder(out, "--out", _written_by_report)
+    # an earlier report is refreshed: the files its ledger lists, unchanged since; any other
+    # file (the user's own report.md or phases.png) is never overwritten
+    claim_folder(out, "--out", written_by_snnbench)
 
     summary = run.summary
     # a harness probe is no library: it is in the timing table, never in a plot or ranking
@@ -460,6 +468,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
         for name, caption, draw in _PLOTS:
             path = draw(group.rows, out / f"{group.slug}{name}.png", group.title, colors)
             if path is not None:
+                record_written(out, [path])
                 images.append((caption, path))
                 written.append(path)
         sections.append((group.title, images, step_pivot_table(group.rows)))
@@ -480,7 +489,9 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
                       overhead)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
+    record_written(out, [md_path])
     atomic_write_bytes(html_path, html_page.encode("utf-8"))
+    record_written(out, [html_path])
     return [*written, md_path, html_path]
 
 

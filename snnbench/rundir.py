@@ -117,6 +117,12 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     if not root.is_dir():
         raise RunDirError(f"{root} is not a folder")
     manifest = load_manifest(root)
+    from snnbench.storage import RunDir
+
+    holder = RunDir(root).live_holder()
+    if holder is not None:
+        # its tables change with every case that finishes: read it once the run has ended
+        raise RunDirError(f"{root} is in use by a live run ({holder}): wait for it to finish")
 
     parquet, csv = root / schema.SUMMARY_PARQUET, root / schema.SUMMARY_CSV
     if parquet.is_file():

@@ -521,6 +521,26 @@ def share_threads(config: RunConfig, executor: Executor) -> RunConfig:
     return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=share))
 
 
+def keep_recorded_threads(config: RunConfig, manifest: dict[str, Any]) -> RunConfig:
+    """A resumed run's config with the thread count its manifest recorded (``threads = 0``
+    means every core: another machine, or another CPU set, would give another number)."""
+    recorded = manifest.get("settings", {}).get("threads")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=recorded))
+    return config
+
+
+def refuse_changed_threads(shared: RunConfig, config: RunConfig, folder: Path) -> None:
+    """Refuse a resume whose executor would run cases with fewer threads than the run recorded
+    (``--jobs`` shares the cores): its rows would not be comparable with the finished ones."""
+    if shared.run.resolved_threads != config.run.resolved_threads:
+        raise StorageError(
+            f"{folder} was run with {config.run.resolved_threads} threads per case; these "
+            f"executor options would give {shared.run.resolved_threads} (--jobs shares the "
+            "cores), which changes what is measured: resume with fewer --jobs, or on a "
+            "machine with more cores")
+
+
 def start_run(
     config: RunConfig,
     out: Path | None,
@@ -530,13 +550,15 @@ def start_run(
     executor: Executor | None = None,
     notify: NotifyCallback | None = None,
     executor_settings: ExecutorSettings | None = None,
+    trust_folder: bool = False,
 ) -> SweepOutcome:
     """Create (or resume) a run folder and run the sweep into it.
 
     Library environments are resolved and built (or reused) before the run folder is touched
     and before any case runs. The executor is ``executor``, else built from
     ``executor_settings``, else from the config's ``[executor]`` table (a resumed run: the one
-    given now, any executor works).
+    given now, any executor works; the recorded one only when it runs no command text the
+    folder names, or with ``trust_folder``).
     """
     entries = discover()
     if resume:
@@ -552,6 +574,9 @@ def start_run(
                 # written before the wait policy existed: its cases ran with the libraries' own
                 config = dataclasses.replace(config, run=dataclasses.replace(
                     config.run, thread_wait="library"))
+            if executor is None and executor_settings is None and not trust_folder:
+                refuse_recorded_commands(config.executor, out)
+            run_dir.case_records()  # a damaged, copied or renamed record: refused before work
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
@@ -559,10 +584,12 @@ def start_run(
                 manifest["environments"] = [env.to_dict() for env in built]
                 manifest.pop("schema_version", None)
                 run_dir.write_manifest(manifest)
+            # the threads the run recorded, not what "all cores" means on this machine
+            config = keep_recorded_threads(config, manifest)
             if executor is None:
                 executor = choose_executor(executor_settings or config.executor, device,
                                            config.run.resolved_threads)
-            config = share_threads(config, executor)
+            refuse_changed_threads(share_threads(config, executor), config, out)
             before = preflight_check(config.run, executor, device, notify)
         except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
             if executor is not None:
@@ -608,6 +635,14 @@ def start_run(
         jobs = plan_jobs(tasks, config.run, entries)
         outcome.skipped_existing = len({j.key for j in jobs} & (
             run_dir.finished_keys() - set(retry_attempts(run_dir))))
+        # recorded before any case runs: an execution stopped half-way stays in the manifest
+        # (finished_utc null), so every execution that ran cases is listed
+        execution = {**executor.describe(), "threads": config.run.resolved_threads,
+                     "started_utc": started, "finished_utc": None}
+        manifest = run_dir.read_manifest()
+        manifest.setdefault("executions", []).append(execution)
+        manifest.pop("schema_version", None)
+        run_dir.write_manifest(manifest)
         for record in execute(jobs, run_dir, run_id, entries, executor, progress):
             outcome.records.append(record)
         run_dir.rebuild_tables(run_id)
@@ -620,8 +655,10 @@ def start_run(
         outcome.noise = noise_verdict(manifest["preflight"], run_dir.case_records())
         manifest["noise"] = outcome.noise.to_dict()
         manifest["finished_utc"] = now_utc()
-        manifest.setdefault("executions", []).append(
-            {**executor.describe(), "started_utc": started, "finished_utc": now_utc()})
+        for entry in manifest.setdefault("executions", []):
+            if entry.get("started_utc") == started and entry.get("finished_utc") is None:
+                # described again: an engine knows its job ids only once it has run
+                entry.update({**executor.describe(), "finished_utc": now_utc()})
         manifest["hosts"] = read_machine_records(run_dir.path)
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)
@@ -635,6 +672,33 @@ def start_run(
         run_dir.unlock()
         executor.close()
     return outcome
+
+
+def recorded_commands(settings: ExecutorSettings) -> list[str]:
+    """What in an ``[executor]`` table makes this machine run text or code the table names: the
+    Slurm setup lines, the Apptainer image and its arguments, a Ray address (Ray unpickles
+    what the cluster sends back)."""
+    found = [f"setup {line!r}" for line in settings.slurm.setup]
+    if settings.slurm.image:
+        found.append(f"image {settings.slurm.image!r}")
+    found += [f"container argument {arg!r}" for arg in settings.slurm.container_args]
+    if settings.ray.address:
+        found.append(f"Ray address {settings.ray.address!r}")
+    return found
+
+
+def refuse_recorded_commands(settings: ExecutorSettings, folder: Path) -> None:
+    """Refuse to resume with a manifest's executor that would run what the folder names.
+
+    Run folders are what people send each other: whoever wrote the manifest chose its setup
+    lines. They run only when the user gives them again, or says ``--trust-folder``.
+    """
+    found = recorded_commands(settings)
+    if found:
+        raise StorageError(
+            f"{folder}/manifest.json asks to run {', '.join(found)} with the "
+            f"{settings.name} executor; a received folder runs no code: give the executor "
+            "options again (e.g. --executor local), or --trust-folder if you wrote this folder")
 
 
 def merge_run(path: Path) -> int:

@@ -131,6 +131,14 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "within_spread",
     # cores other processes kept busy while the case was timed (snnbench.preflight)
     "busy_cores",
+    # which network it was beyond the key (a sweep over detach_reset is otherwise two rows
+    # that look alike): surrogate and slope, whether the reset is detached, bias, input kind
+    # (detach_reset and bias as "true"/"false"; "" in runs written before these columns)
+    "surrogate",
+    "surrogate_slope",
+    "detach_reset",
+    "bias",
+    "input_kind",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -182,6 +190,12 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "within_spread": float("nan"),
     "replicate": 0,
     "busy_cores": float("nan"),
+    # runs before these columns did not say: unknown, never a guessed default
+    "surrogate": "",
+    "surrogate_slope": float("nan"),
+    "detach_reset": "",
+    "bias": "",
+    "input_kind": "",
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -190,7 +204,7 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
-    "replicate_spread", "within_spread", "busy_cores",
+    "replicate_spread", "within_spread", "busy_cores", "surrogate_slope",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
@@ -203,4 +217,5 @@ SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
     "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
+    "surrogate", "detach_reset", "bias", "input_kind",
 )

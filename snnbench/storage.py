@@ -154,6 +154,63 @@ def _atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
+#: the ledger of an output folder (``report --out``, ``verify --dump``): every file snnbench
+#: wrote there, with its SHA-256. A later command replaces exactly those, unchanged since;
+#: a file of the same name that the user wrote or edited is never touched
+WRITTEN_LEDGER = ".snnbench-written.json"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def written_files(folder: Path) -> dict[str, str] | None:
+    """File name → SHA-256 of what snnbench wrote in ``folder``; {} when it has no ledger,
+    None when its ledger is not one (damaged, or a foreign file of that name)."""
+    ledger = folder / WRITTEN_LEDGER
+    if not ledger.is_file():
+        return {}
+    try:
+        data = json.loads(ledger.read_text())
+    except (OSError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or data.get("written_by") != "snnbench":
+        return None
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def written_by_snnbench(path: Path) -> bool:
+    """True for a file snnbench wrote (per its folder's ledger) and nobody changed since, and
+    for a sound ledger itself: what an output folder may hold and a command may replace."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    files = written_files(path.parent)
+    if files is None:
+        return False
+    if path.name == WRITTEN_LEDGER:
+        return True
+    expected = files.get(path.name)
+    try:
+        return expected is not None and _sha256(path) == expected
+    except OSError:
+        return False
+
+
+def record_written(folder: Path, paths: list[Path]) -> None:
+    """Add ``paths`` (files just written in ``folder``) to its ledger, atomically."""
+    files = written_files(folder) or {}
+    for path in paths:
+        files[path.name] = _sha256(path)
+    atomic_write_json(folder / WRITTEN_LEDGER, {"written_by": "snnbench", "files": files})
+
+
 def claim_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
     """Make ``path`` an output folder, refusing one that holds anything ``may_hold`` rejects.
 
@@ -184,8 +241,8 @@ def check_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> Non
         if foreign:
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise StorageError(
-                f"{flag} {path} is not empty ({shown}): choose a new or empty folder; "
-                "nothing in it was touched"
+                f"{flag} {path} is not empty ({shown}): choose a new or empty folder (only "
+                "files snnbench wrote there, unchanged, are replaced); nothing in it was touched"
             )
 
 
@@ -257,6 +314,25 @@ class RunDir:
         except OSError as exc:
             raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
         return cls(path)
+
+    def live_holder(self) -> str | None:
+        """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
+        Only tests the lock (a shared, non-blocking try): readers write nothing."""
+        try:
+            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
+        except OSError:
+            return None  # no lock file: no live run
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        return handle.read().strip() or "another process"
+                    return "another process"
+                return None
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return None
 
     def lock(self) -> None:
         """Hold an exclusive lock for this process; another live run on the folder is refused.
@@ -340,18 +416,28 @@ class RunDir:
         record.write(self.cases_dir / f"{record.key}.json")
 
     def finished_keys(self) -> set[str]:
-        """Keys of the cases already recorded (``--resume`` skips them)."""
+        """Keys of the cases already recorded (``--resume`` skips them): the keys the records
+        hold, never only their file names (:meth:`case_records` checks that both agree)."""
         if not self.cases_dir.is_dir():
             return set()
-        return {p.stem for p in self.cases_dir.glob("*.json")}
+        return {record.key for record in self.case_records()}
 
     def case_records(self) -> list[CaseRecord]:
         """Every case record, ordered by the time it finished.
 
         A file that is not a case record of this schema raises a
-        :class:`~snnbench.contract.ContractError` naming it.
+        :class:`~snnbench.contract.ContractError` naming it; one whose name is not its
+        record's key (a record copied or renamed by hand) raises :class:`StorageError`: a copy
+        would count as a second replicate, a renamed one would hide the case it is named after.
         """
-        records = [CaseRecord.read(path) for path in sorted(self.cases_dir.glob("*.json"))]
+        records = []
+        for path in sorted(self.cases_dir.glob("*.json")):
+            record = CaseRecord.read(path)
+            if record.key != path.stem:
+                raise StorageError(
+                    f"{path} holds the record of case {record.key}, not {path.stem} (copied "
+                    f"or renamed by hand): restore its name ({record.key}.json) or remove it")
+            records.append(record)
         records.sort(key=lambda r: (r.finished_utc, r.order))
         return records
 
@@ -479,6 +565,20 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
         # the busiest replicate: one busy process is enough to make the row doubtful
         "busy_cores": max((busy for r in group if (busy := case_busy_cores(r)) is not None),
                           default=math.nan),
+        **network_columns(record),
+    }
+
+
+def network_columns(record: CaseRecord) -> dict[str, Any]:
+    """The spec fields that tell two networks of one case key apart (surrogate and slope,
+    detached reset, bias, input kind), as the summary stores them."""
+    spec = record.spec
+    return {
+        "surrogate": spec.surrogate,
+        "surrogate_slope": spec.surrogate_slope,
+        "detach_reset": str(spec.detach_reset).lower(),
+        "bias": str(spec.bias).lower(),
+        "input_kind": spec.input_kind,
     }
 
 

@@ -35,7 +35,8 @@ def group_title(row: Any) -> str:
 
 
 HEADERS: tuple[str, ...] = (
-    "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "status",
+    "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "surrogate", "slope",
+    "detach reset", "bias", "input", "status",
     "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",
     "grad cos", "note",
 )
@@ -110,7 +111,9 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             note = f"{note}; {text}" if note else text
         rows.append((
             str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
-            str(reset), str(first["status"]), cells["forward"], cells["backward"],
+            str(reset), str(first["surrogate"]), _num(float(first["surrogate_slope"]), "g"),
+            str(first["detach_reset"]), str(first["bias"]), str(first["input_kind"]),
+            str(first["status"]), cells["forward"], cells["backward"],
             cells["step"], mem_text, floor, spike_match_text(float(first["spike_match"])),
             _num(float(first["grad_cosine"]), ".6f"), note,
         ))

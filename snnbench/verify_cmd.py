@@ -31,6 +31,7 @@ from snnbench.runner import (
     static_skip_reason,
 )
 from snnbench.schema import FAILED_STATUSES
+from snnbench.storage import record_written
 from snnbench.tables import spike_match_text
 
 VERIFY_HEADERS: tuple[str, ...] = (
@@ -102,7 +103,11 @@ def run_verification(
                 label = adapter_label(task.adapter, task.variant, task.environment.name)
                 console.print(f"  [{index}/{len(tasks)}] {label} "
                               f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
-            records.append(_check(task, config, entries, request, largest, Path(tmp)))
+            record = _check(task, config, entries, request, largest, Path(tmp))
+            if record.dump_path and Path(record.dump_path).is_file():
+                # the folder's ledger: a later --dump may replace this file, and only this
+                record_written(Path(record.dump_path).parent, [Path(record.dump_path)])
+            records.append(record)
     return records
 
 

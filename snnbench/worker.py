@@ -253,6 +253,37 @@ def installed_packages(job: Job) -> dict[str, str]:
     return {k: v for k, v in package_versions(names).items() if v is not None}
 
 
+def _adapter_home(adapter: Adapter | None) -> Path | None:
+    """Where the adapter's own code lives: its module's folder, or the module file itself for
+    a top-level module (a plugin that is one file)."""
+    if adapter is None:
+        return None
+    module = sys.modules.get(type(adapter).__module__)
+    filename = getattr(module, "__file__", None)
+    if not filename:
+        return None
+    path = Path(filename).resolve()
+    return path.parent if "." in type(adapter).__module__ else path
+
+
+def adapter_frame(exc: BaseException, adapter: Adapter | None) -> str:
+    """``file.py:LINE in function`` of the innermost frame of ``exc``'s traceback that lies in
+    the adapter's own code (else the innermost frame): what a plugin author needs to find a
+    crash, since a message like "'NoneType' object has no attribute 'detach'" names neither."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    home = _adapter_home(adapter)
+    chosen = frames[-1]
+    if home is not None:
+        for frame in reversed(frames):
+            path = Path(frame.filename).resolve()
+            if path == home or home in path.parents:
+                chosen = frame
+                break
+    return f"{Path(chosen.filename).name}:{chosen.lineno} in {chosen.name}"
+
+
 def run_job(job: Job) -> CaseRecord:
     """Execute one job; always returns a record (status + message, samples if ok)."""
     spec, variant, device = job.spec, job.variant, job.device
@@ -260,6 +291,7 @@ def run_job(job: Job) -> CaseRecord:
     record.started_utc = now_utc()
     record.packages = installed_packages(job)
     phase = "loading the adapter"
+    adapter: Adapter | None = None
     try:
         adapter = get_entry(job.adapter).create()
         record.library = adapter.library
@@ -291,12 +323,23 @@ def run_job(job: Job) -> CaseRecord:
             phase = "verifying equivalence"
             equivalence, _ = check_adapter(adapter, variant, small, device)
             _record_equivalence(record, equivalence)
+            # the same two checks as `snnbench verify`: spikes for an adapter that declares
+            # exact dynamics, the weight-gradient cosine for one that declares exact gradients
+            problems = []
             if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
-                text = (
+                problems.append(
                     f"spikes match the reference on {equivalence.spike_match:.4%} "
                     f"(first differing step {equivalence.first_diff_step}); adapter declares "
                     "exact dynamics"
                 )
+            bar = GRAD_COSINE_MIN[spec.dtype]
+            if capabilities.exact_gradient and not equivalence.grad_cosine >= bar:
+                problems.append(
+                    f"weight-gradient cosine {equivalence.grad_cosine:.6f} is below {bar}; "
+                    "adapter declares exact gradients"
+                )
+            if problems:
+                text = "; ".join(problems)
                 if not job.allow_mismatch:
                     record.status = "mismatch"
                     record.message = text + ": not timed (use --allow-mismatch to time it)"
@@ -323,8 +366,13 @@ def run_job(job: Job) -> CaseRecord:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         record.status = "oom" if is_oom(exc) else "error"
+        where = adapter_frame(exc, adapter)
         record.message = f"while {phase}: {type(exc).__name__}: {exc}".strip()
+        if where:
+            record.message += f" (at {where})"
         record.traceback = traceback.format_exc(limit=20)
+        # the worker's output is the case's log (logs/<case>.log): the traceback belongs there
+        print(record.traceback, file=sys.stderr, flush=True)
     finally:
         record.finished_utc = now_utc()
     return record

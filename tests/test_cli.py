@@ -105,12 +105,15 @@ def test_run_ok_then_show_and_failure_exit_code(tmp_path: Path) -> None:
 
 def test_show_damaged_or_missing_run_exits_2(tmp_path: Path) -> None:
     proc = run_cli("show", str(tmp_path / "nothing"))
-    assert proc.returncode == 2 and "summary.parquet" in proc.stderr
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
     damaged = tmp_path / "damaged"
     damaged.mkdir()
+    (damaged / "manifest.json").write_bytes(
+        (REPO / "results" / "baselines" / "cpu-smoke" / "manifest.json").read_bytes())
     (damaged / "summary.parquet").write_bytes(b"PAR1 torn file")
     proc = run_cli("show", str(damaged))
-    assert proc.returncode == 2 and "damaged" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "cannot read summary" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_second_live_run_on_same_folder_is_refused(tmp_path: Path) -> None:

@@ -47,7 +47,12 @@ class NumpyModel(Model):
     def backward(self, handle: Any) -> None:
         if self.sleep_bwd:
             time.sleep(self.sleep_bwd)
-        self.grads = (list(self.result.grad_weights), list(self.result.grad_biases))
+        weights = list(self.result.grad_weights)
+        if self.fault == "wrong-grad":
+            # right spikes, wrong gradients: a surrogate planted on purpose (issue 21, item 16)
+            weights = [np.random.default_rng(1).standard_normal(w.shape).astype(w.dtype)
+                       for w in weights]
+        self.grads = (weights, list(self.result.grad_biases))
 
     def zero_grad(self) -> None:
         self.grads = None
@@ -137,6 +142,14 @@ class WrongSpikesAdapter(_Base):
 
     def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
         return NumpyModel(data, "wrong")
+
+
+class WrongGradientAdapter(_Base):
+    """Exact spikes, unrelated weight gradients, and it declares exact gradients: must be a
+    mismatch before timing, as in ``snnbench verify``."""
+
+    name = "fake-wrong-grad"
+    fault = "wrong-grad"
 
 
 class MissingAdapter(_Base):
