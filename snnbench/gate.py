@@ -172,6 +172,6 @@ def replicates_needed(interval: RatioInterval, factor: float) -> int | None:
     have = min(interval.processes)
     if distance < 1e-12:
         return None
-    needed = math.ceil(have * (half / distance) ** 2 * 1.0001)
+    needed = math.ceil(have * (half / distance) ** 2)
     needed = max(needed, have + 1, MIN_SUGGESTED if interval.one_process else 0)
     return needed if needed <= MAX_SUGGESTED else None

@@ -44,12 +44,13 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
-def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel of ``name`` whose module reports ``version``."""
+def make_wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = (),
+               source: str = "") -> Path:
+    """A pure-Python wheel of ``name`` whose module reports ``version`` (and holds ``source``)."""
     module = name.replace("-", "_")
     info = f"{module}-{version}.dist-info"
     files = {
-        f"{module}/__init__.py": f"__version__ = {version!r}\n".encode(),
+        f"{module}/__init__.py": f"__version__ = {version!r}\n{source}".encode(),
         f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                              + "".join(f"Requires-Dist: {r}\n" for r in requires)).encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: snnbench-tests\n"
