@@ -109,7 +109,8 @@ def _draw(fig: Figure, ax: Axes, series: list[Series], runs: list[tuple[datetime
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
+    # no date in the metadata: the same runs give the same page
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
@@ -175,8 +176,8 @@ def write_site(history: History, out_dir: str | Path, *, x: XAxis = "date",
 <h1>snnbench history</h1>
 <p class="note">{len(history.runs)} runs, {len(history.series)} series, x axis: {x}. Each point
 is a run's median with its IQR (q1–q3) as whiskers, and links to that run's report. Runs from
-different machines are never joined by one line. Steps: PELT (ruptures) on the log medians with
-a BIC penalty from the series' own noise; steps below ×1.05 are not shown.</p>
+different machines are never joined by one line. Steps: PELT (ruptures) on the log medians, with
+a penalty from the series' own noise; steps below ×1.05 are not shown.</p>
 <h2>Machines</h2><ul>{machines}</ul>
 <h2>Runs</h2><table><tr><th>run</th><th>created (UTC)</th><th>snnbench commit</th>
 <th>folder</th></tr>{run_rows}</table>
