@@ -165,8 +165,12 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
     doc = json.loads((out / "history.json").read_text())
     figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]})
 
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.get((out / "index.html").as_uri())
-    assert browser.execute_script("return document.readyState") == "complete"
+    # a 3 MB page of inline SVG on a busy machine: wait for the load to finish
+    WebDriverWait(browser, 120).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
     severe = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert severe == [], severe
     drawn = browser.execute_script("""
@@ -186,3 +190,7 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "history-reference.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    # and the first plots, scrolled into view
+    browser.execute_script("document.querySelector('h2[id=g0]').scrollIntoView()")
+    plots = ARTIFACTS / "history-reference-plots.png"
+    assert browser.save_screenshot(str(plots)) and plots.stat().st_size > 10_000
