@@ -90,7 +90,7 @@ check: lint typecheck
 regress: setup
 	rm -rf results/ci-smoke
 	$(VENV)/bin/snnbench run --config configs/ci-smoke.toml --out results/ci-smoke
-	$(VENV)/bin/snnbench compare results/baselines/cpu-smoke results/ci-smoke --factor 1.25 --format md
+	$(VENV)/bin/snnbench compare results/baselines/cpu-smoke results/ci-smoke --factor 1.25 --time-floor-ms 20 --format md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info

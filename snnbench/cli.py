@@ -1,8 +1,8 @@
 """The ``snnbench`` command line: parse, call the library, map outcomes to exit codes.
 
-Exit codes: 0 every case ok, unavailable or skipped; 1 a case failed (error, oom, timeout, lost,
-mismatch) or a regression was found; 2 usage or input errors (one line on stderr, nothing
-already written is touched).
+Exit codes: 0 every case ok, unavailable or skipped (compare: pass); 1 a case failed (error, oom,
+timeout, lost, mismatch) or a regression was found (compare: fail); 2 usage or input errors (one
+line on stderr, nothing already written is touched); 3 compare was inconclusive.
 """
 
 from __future__ import annotations
@@ -824,14 +824,15 @@ def compare(
         help="Candidate run folder (default: the baseline, to compare two --envs of one run).",
         show_default=False)] = None,
     factor: Annotated[float, typer.Option(
-        help="Median time ratio that counts as a change.")] = 1.10,
+        help="Median time ratio that counts as a regression.")] = 1.10,
     mem_threshold: Annotated[float, typer.Option(
         help="Relative peak-memory growth that counts.")] = 0.05,
     alpha: Annotated[float, typer.Option(
-        help="Significance level of the Mann–Whitney U test.")] = 0.01,
+        help="The time intervals are two-sided at 1 - alpha (0.01: 99 %).")] = 0.01,
     time_floor_ms: Annotated[float | None, typer.Option(
-        help="Median time differences below this are noise (default per device: 20 ms on "
-        "cpu, 0.5 ms on cuda; measured, see docs/report-compare.md).")] = None,
+        help="Last resort, off by default: median time differences below this pass whatever "
+        "the interval (a baseline from another day without replicates; see "
+        "docs/report-compare.md).")] = None,
     mem_floor_mib: Annotated[float | None, typer.Option(
         help="Peak-memory differences below this are unchanged (default per device: 10 MiB "
         "on cpu, 1 MiB on cuda).")] = None,
@@ -839,19 +840,24 @@ def compare(
     envs: Annotated[str | None, typer.Option(
         help="BASELINE_ENV,CANDIDATE_ENV: compare two library environments (e.g. "
         "snntorch@1.0.0,snntorch@1.1.0; 'base' is the base one), of one run or of two.")] = None,
+    seed: Annotated[int, typer.Option(
+        help="Seed of the bootstrap: the same runs and seed give the same verdict.")] = 0,
 ) -> None:
-    """Compare two runs: exit 1 on a significant regression, 2 if nothing is comparable.
+    """Gate a candidate against a baseline: pass (exit 0), fail (1) or inconclusive (3).
 
-    A library maintainer gates a release against the last one:
+    A library maintainer gates a release against the last one, both in one run, with
+    replicates (fresh processes, in ABBA order):
 
-    snnbench run --adapters snntorch@1.0.0,snntorch@1.1.0 --out results/gate
+    snnbench run --adapters snntorch@1.0.0,snntorch@1.1.0 --replicates 5 --out results/gate
 
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
-    A time change counts only when the median ratio passes --factor AND the samples differ
-    significantly (Mann–Whitney U, or non-overlapping 99 % CIs of the median) AND the medians
-    differ by at least the time floor; otherwise past the factor is shown as noise.
-    ok → error/oom/timeout/lost/mismatch is a regression.
+    Each time pair gets an interval of the median ratio from a hierarchical bootstrap (the
+    processes, then the samples within them): fail when it lies above --factor, inconclusive
+    when it straddles it (the verdict says how many replicates would resolve it), pass below.
+    Without replicates the verdict rests on one process each. ok → error/oom/timeout/lost/
+    mismatch fails. Exit codes: 0 pass, 1 fail, 3 inconclusive, 2 usage errors, unusable
+    folders or nothing comparable.
     """
     from snnbench.compare import compare as compare_runs
     from snnbench.compare import render
@@ -876,12 +882,48 @@ def compare(
         fail("give a candidate run folder, or --envs to compare two environments of one run")
     result = compare_runs(
         baseline, candidate or baseline, factor=factor, mem_threshold=mem_threshold,
-        alpha=alpha, environments=environments,
+        alpha=alpha, environments=environments, seed=seed,
         time_floor_s=None if time_floor_ms is None else time_floor_ms / 1e3,
         mem_floor_bytes=None if mem_floor_mib is None else mem_floor_mib * 2**20,
     )
     render(result, format, console)
     raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def history(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Run folders, or folders holding run folders.", show_default=False)],
+    out: Annotated[Path, typer.Option(
+        help="Output folder: new, empty, or an earlier history site.")] = Path("history"),
+    x: Annotated[str, typer.Option(
+        "--x", help="The x axis: date, version (library version) or commit (snnbench's).")]
+        = "date",
+    machine: Annotated[str | None, typer.Option(
+        help="Draw only the runs of this machine (its key, as the error lists them).")] = None,
+    per_machine: Annotated[bool, typer.Option(
+        "--per-machine", help="Runs from several machines: draw each machine's lines apart.")]
+        = False,
+) -> None:
+    """Draw many runs as a static offline site: a trend per adapter, case and metric.
+
+    snnbench history results/ --out site   (then open site/index.html)
+
+    Points carry their IQR and link to their run's report; steps are detected (PELT). Runs
+    from different machines are never drawn on one line: pick one with --machine, or
+    --per-machine.
+    """
+    from snnbench.history import X_AXES, collect
+    from snnbench.history_site import write_site
+
+    if x not in X_AXES:
+        fail(f"--x must be {', '.join(X_AXES)}, got {x!r}")
+    found = collect(runs, machine=machine, per_machine=per_machine)
+    try:
+        paths = write_site(found, out, x=x, per_machine=per_machine)  # type: ignore[arg-type]
+    except OSError as exc:  # a full disk, a read-only folder: the user's to fix
+        fail(f"cannot write the site to {exc.filename or out}: {exc.strerror or exc}")
+    console.print(f"{len(found.runs)} runs, {len(found.series)} series → {paths[0]}")
 
 
 def main() -> None:

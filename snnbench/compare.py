@@ -5,15 +5,18 @@ dtype, neurons, batch, time steps, layers, reset), the phase and the metric. Eac
 one *mark*:
 
 time (``time_s`` of forward, backward, step)
-    ``regression`` when the median ratio candidate/baseline exceeds ``factor`` **and** the
-    samples differ significantly **and** the medians differ by at least the device's time floor
-    (:data:`TIME_FLOOR_S`); ``improved`` for the mirror image (ratio < 1/factor, significant,
-    past the floor); ``noise`` when the ratio passes the factor but the difference is not
-    significant or smaller than the floor; ``same`` otherwise. Significance: a two-sided
-    Mann–Whitney U test on the raw samples (``samples.parquet``) with p < ``alpha`` when both
-    sides have at least :data:`MIN_SAMPLES` samples, else non-overlapping 99 % confidence
-    intervals of the median (``ci99_low``/``ci99_high``). With neither, the pair cannot be
-    significant: ``noise``.
+    a tri-state gate on the ratio candidate/baseline of the pooled medians
+    (:mod:`snnbench.gate`): a hierarchical bootstrap (processes, then samples within them,
+    from ``samples.parquet`` and its ``replicate`` column) gives a two-sided (1 − ``alpha``)
+    interval of the ratio. ``regression`` (fail) when the whole interval lies above
+    ``factor``; ``inconclusive`` when it straddles the factor (the note says how many
+    replicates would resolve it); ``same`` (pass) when it lies below the factor, ``improved``
+    when below 1/``factor`` too. Without raw samples the 99 % CIs of the two medians bound the
+    ratio instead (``ci99``); with fewer than :data:`MIN_SAMPLES` samples and one process a
+    side there is no interval (``none``): ``inconclusive``. With one process a side the
+    interval lacks the spread between processes and the verdict says it rests on one process
+    each. A time floor (``time_floor_s``, off by default) is a last resort for baselines taken
+    on another day: a median difference below it is ``same`` whatever the interval.
 memory (``peak_mem_bytes``)
     ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
     candidate < baseline / (1 + ``mem_threshold``), else ``same`` (one peak per phase, no
@@ -41,8 +44,9 @@ harness probes
 
 Other metrics (energy, power, RSS, setup times, firing rate, SynOps) are listed as ``info`` with
 their ratio; they never fail the gate. Differences between the two manifests (GPU, driver, CPU,
-package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (no regression),
-1 (a regression or new failure) or 2 (nothing was comparable).
+package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (pass), 1 (fail:
+a regression or new failure), 3 (inconclusive: no failure, but an interval straddles the
+factor) or 2 (nothing was comparable, as for unusable input).
 """
 
 from __future__ import annotations
@@ -62,10 +66,10 @@ from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
-from scipy import stats
 
-from snnbench import schema
+from snnbench import gate, schema
 from snnbench.errors import UserError
+from snnbench.gate import RatioInterval
 from snnbench.overhead import PROBES
 from snnbench.report import Table, format_value
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
@@ -74,8 +78,8 @@ Mark = Literal[
     "new_failure",
     "regression",
     "fixed",
+    "inconclusive",
     "improved",
-    "noise",
     "not_comparable",
     "added",
     "removed",
@@ -89,18 +93,19 @@ MARK_ORDER: tuple[str, ...] = get_args(Mark)
 #: marks that fail the gate (exit code 1)
 FAILING_MARKS: frozenset[str] = frozenset({"new_failure", "regression"})
 #: marks of a pair whose numbers were actually compared by a gating rule
-COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "noise", "same"})
-#: samples per side needed for the Mann–Whitney test; with 5 + 5 the smallest two-sided p is
-#: 2/252 ≈ 0.008, the first size at which alpha = 0.01 can be reached at all
+COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "inconclusive", "same"})
+#: samples a side below which one process cannot give an interval at all (a percentile
+#: bootstrap of fewer resamples only repeats the few values it has)
 MIN_SAMPLES = 5
+#: exit codes of the three verdicts; 2 stays for usage errors and unusable input
+EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_UNUSABLE = 0, 1, 3, 2
 OutputFormat = Literal["text", "md", "json"]
 
-#: Median time differences below these are ``noise`` whatever the ratio and the p-value, per
-#: device. CPU: 1.5 × the largest difference between identical runs in 20 comparisons of 10
-#: pairs of runs on a loaded 2-core machine (13.7 ms; docs/report-compare.md,
-#: scripts/compare_noise.py). CUDA: 2 × the largest difference of GPU-bound cases (floor,
-#: fused) between two runs on one H100 (0.26 ms); no identical-pair measurement on a GPU yet.
-TIME_FLOOR_S: dict[str, float] = {"cpu": 0.020, "cuda": 0.0005}
+#: The last-resort time floor per device: off (0). The interval of the gate measures the noise
+#: between processes, so a floor is not needed to keep identical runs from failing; pass
+#: ``time_floor_s`` (``--time-floor-ms``) only against a baseline taken on another day or
+#: machine without replicates, where nothing measured the noise (docs/report-compare.md).
+TIME_FLOOR_S: dict[str, float] = {"cpu": 0.0, "cuda": 0.0}
 #: Peak-memory differences below these are ``same``, per device. CPU: 1.5 × the largest
 #: difference between the same identical runs (6.2 MiB, JAX's resident set), rounded up. CUDA:
 #: allocator peaks were identical to the byte between two H100 runs; 1 MiB leaves room for
@@ -131,11 +136,27 @@ class Pair:
     #: candidate / baseline medians
     ratio: float = math.nan
     p_value: float = math.nan
-    #: "mann-whitney", "ci99", "threshold", "none" (too few samples) or "" (not a measurement)
+    #: "bootstrap" (hierarchical, snnbench.gate), "ci99", "threshold", "none" (too few
+    #: samples for an interval) or "" (not a measurement)
     test: str = ""
     baseline_status: str = ""
     candidate_status: str = ""
     note: str = ""
+    #: the interval of the ratio (time pairs)
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    #: processes (replicates) behind each side, 0 where unknown
+    baseline_processes: int = 0
+    candidate_processes: int = 0
+    #: processes a side that would resolve an inconclusive pair (0: none would, or not asked)
+    replicates_needed: int = 0
+
+    @property
+    def interval_text(self) -> str:
+        """``[0.95, 1.08]`` or "" without an interval."""
+        if not (math.isfinite(self.ci_low) and math.isfinite(self.ci_high)):
+            return ""
+        return f"[{self.ci_low:.2f}, {self.ci_high:.2f}]"
 
     @property
     def case(self) -> dict[str, Any]:
@@ -160,11 +181,14 @@ class Pair:
         """JSON-ready record (NaN → None)."""
         out: dict[str, Any] = dict(self.case)
         out.update(phase=self.phase, metric=self.metric, mark=self.mark)
-        for name in ("baseline", "candidate", "ratio", "p_value"):
+        for name in ("baseline", "candidate", "ratio", "p_value", "ci_low", "ci_high"):
             value = getattr(self, name)
             out[name] = value if math.isfinite(value) else None
         out.update(test=self.test, baseline_status=self.baseline_status,
-                   candidate_status=self.candidate_status, note=self.note)
+                   candidate_status=self.candidate_status, note=self.note,
+                   baseline_processes=self.baseline_processes,
+                   candidate_processes=self.candidate_processes,
+                   replicates_needed=self.replicates_needed or None)
         return out
 
 
@@ -178,6 +202,7 @@ class Comparison:
     candidate_run_id: str
     factor: float
     mem_threshold: float
+    #: the time intervals are two-sided at 1 − alpha
     alpha: float
     #: the time floor (seconds) and memory floor (bytes) in effect, per device
     time_floors: dict[str, float] = field(default_factory=dict)
@@ -186,6 +211,8 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     #: the environments compared (baseline, candidate), None when environments are matched
     environments: tuple[str, str] | None = None
+    #: the bootstrap's seed: the same runs and seed give the same verdict
+    seed: int = 0
 
     @property
     def sides_text(self) -> str:
@@ -220,26 +247,61 @@ class Comparison:
         return {m: n for m, n in found.items() if n}
 
     @property
-    def exit_code(self) -> int:
-        """0: no regression; 1: a regression or a new failure; 2: nothing was comparable."""
+    def inconclusive(self) -> list[Pair]:
+        """Pairs whose interval straddles the factor."""
+        return [p for p in self.pairs if p.mark == "inconclusive"]
+
+    @property
+    def one_process(self) -> bool:
+        """True when some time pair rests on one process on a side (no --replicates)."""
+        return any(0 < min(p.baseline_processes, p.candidate_processes) < 2
+                   for p in self.time_pairs())
+
+    @property
+    def replicates_needed(self) -> int | None:
+        """Processes a side that would resolve every inconclusive pair that more processes can
+        resolve (None when there is no such pair)."""
+        counts = [p.replicates_needed for p in self.inconclusive if p.replicates_needed]
+        return max(counts) if counts else None
+
+    @property
+    def state(self) -> Literal["pass", "fail", "inconclusive", "nothing comparable"]:
+        """The verdict's state: fail (a regression or new failure) over nothing comparable over
+        inconclusive over pass."""
         if self.regressions:
-            return 1
+            return "fail"
         if not self.compared:
-            return 2
-        return 0
+            return "nothing comparable"
+        return "inconclusive" if self.inconclusive else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass; 1 fail (a regression or a new failure); 3 inconclusive; 2 nothing was
+        comparable."""
+        return {"pass": EXIT_PASS, "fail": EXIT_FAIL, "inconclusive": EXIT_INCONCLUSIVE,
+                "nothing comparable": EXIT_UNUSABLE}[self.state]
 
     @property
     def verdict(self) -> str:
         """One line: what the exit code means here."""
-        if self.exit_code == 1:
+        state = self.state
+        if state == "fail":
             counts = self.counts()
             parts = [f"{counts[m]} {what}" for m, what in
                      (("regression", "regressed metric(s)"), ("new_failure", "new failure(s)"))
                      if m in counts]
-            return "REGRESSION: " + ", ".join(parts)
-        if self.exit_code == 2:
+            return "FAIL: " + ", ".join(parts)
+        if state == "nothing comparable":
             return "NOTHING COMPARABLE: no case was measured on both sides with the same versions"
-        return f"OK: no regression in {len(self.compared)} compared pairs"
+        rests = " (the verdict rests on one process each)" if self.one_process else ""
+        if state == "inconclusive":
+            needed = self.replicates_needed
+            more = (f"about {needed} replicates a side (--replicates {needed}) would resolve it"
+                    if needed else "more replicates would not resolve it: the change sits on "
+                    "the factor")
+            return (f"INCONCLUSIVE: {len(self.inconclusive)} of {len(self.compared)} compared "
+                    f"pairs straddle the factor {self.factor:g}; {more}{rests}")
+        return f"PASS: no regression in {len(self.compared)} compared pairs{rests}"
 
 
 # ---------------------------------------------------------------------------------- compare
@@ -254,6 +316,7 @@ class _Rule:
     mem_floors: dict[str, float]
     #: False when two environments are compared: their library versions differ by design
     same_versions: bool = True
+    seed: int = 0
 
     def time_floor(self, key: CaseKey) -> float:
         return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
@@ -304,70 +367,106 @@ def _cases(run: Run) -> dict[CaseKey, _Case]:
     return out
 
 
-def _samples(run: Run) -> dict[tuple[Any, ...], np.ndarray]:
+#: raw samples of one (case, phase, metric): one array per process (replicate)
+Processes = list[np.ndarray]
+
+
+def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
     if run.samples is None or run.samples.empty:
         return {}
     cols = [*schema.CASE_KEY, "phase", "metric"]
-    out: dict[tuple[Any, ...], np.ndarray] = {}
+    out: dict[tuple[Any, ...], Processes] = {}
     for _, rows in run.samples.groupby(cols, sort=False):
         first = rows.iloc[0]
         key = (*_key(first), str(first["phase"]), str(first["metric"]))
-        values = rows["value"].to_numpy(float)
-        out[key] = values[np.isfinite(values)]
+        groups = []
+        # runs written before replicates (or by hand) may leave the column empty: process 0
+        for _, one in rows.groupby(rows["replicate"].fillna(0), sort=True):
+            values = one["value"].to_numpy(float)
+            if np.isfinite(values).any():
+                groups.append(values[np.isfinite(values)])
+        out[key] = groups
     return out
 
 
-def _significant(
-    b: pd.Series, c: pd.Series, bs: np.ndarray | None, cs: np.ndarray | None, alpha: float
-) -> tuple[bool, float, str]:
-    """(significant, p-value or NaN, test name) for two timing rows and their raw samples."""
-    if bs is not None and cs is not None and len(bs) >= MIN_SAMPLES and len(cs) >= MIN_SAMPLES:
-        if np.ptp(np.concatenate([bs, cs])) == 0:
-            return False, 1.0, "mann-whitney"  # all samples equal: no difference at all
-        p = float(stats.mannwhitneyu(bs, cs, alternative="two-sided").pvalue)
-        return p < alpha, p, "mann-whitney"
+def _interval(
+    key: CaseKey, phase: str, b: pd.Series, c: pd.Series,
+    samples: tuple[Processes | None, Processes | None], rule: _Rule,
+) -> tuple[RatioInterval | None, str]:
+    """The ratio's interval and how it was found: ``bootstrap`` from the raw samples of each
+    process, ``ci99`` from the medians' 99 % CIs when there are no raw samples, else ``none``."""
+    bs, cs = samples
+    if bs and cs:
+        enough = all(len(side) >= 2 or sum(map(len, side)) >= MIN_SAMPLES for side in (bs, cs))
+        if enough:
+            seed = gate.pair_seed(rule.seed, *key, phase)
+            try:
+                return gate.ratio_interval(bs, cs, confidence=1.0 - rule.alpha, seed=seed), \
+                    "bootstrap"
+            except ValueError:
+                return None, "none"
+        return None, "none"
     lo_b, hi_b = float(b["ci99_low"]), float(b["ci99_high"])
     lo_c, hi_c = float(c["ci99_low"]), float(c["ci99_high"])
-    if all(math.isfinite(v) for v in (lo_b, hi_b, lo_c, hi_c)):
-        return (lo_c > hi_b or hi_c < lo_b), math.nan, "ci99"
-    return False, math.nan, "none"
+    if all(math.isfinite(v) and v > 0 for v in (lo_b, hi_b, lo_c, hi_c)):
+        # the widest ratio the two medians' intervals allow; pooled rows: one process each
+        processes = (int(_number(b, "replicates", 1)), int(_number(c, "replicates", 1)))
+        samples_n = (int(_number(b, "n_samples", 0)), int(_number(c, "n_samples", 0)))
+        return RatioInterval(float(c["median"]) / float(b["median"]), lo_c / hi_b, hi_c / lo_b,
+                             processes, samples_n, 0.99), "ci99"
+    return None, "none"
+
+
+def _number(row: pd.Series, name: str, default: float) -> float:
+    value = float(row[name]) if name in row.index else math.nan
+    return value if math.isfinite(value) else default
 
 
 def _compare_metric(
     key: CaseKey,
     b: pd.Series,
     c: pd.Series,
-    samples: tuple[np.ndarray | None, np.ndarray | None],
+    samples: tuple[Processes | None, Processes | None],
     rule: _Rule,
 ) -> Pair:
     phase, metric = str(b["phase"]), str(b["metric"])
     bm, cm = float(b["median"]), float(c["median"])
 
-    def pair(mark: Mark, ratio: float = math.nan, p: float = math.nan, test: str = "",
-             note: str = "") -> Pair:
+    def pair(mark: Mark, ratio: float = math.nan, test: str = "", note: str = "",
+             interval: RatioInterval | None = None, needed: int = 0) -> Pair:
+        extra: dict[str, Any] = {}
+        if interval is not None:
+            extra = dict(ci_low=interval.low, ci_high=interval.high,
+                         baseline_processes=interval.processes[0],
+                         candidate_processes=interval.processes[1])
         return Pair(key, phase, metric, mark, baseline=bm, candidate=cm, ratio=ratio,
-                    p_value=p, test=test, baseline_status="ok", candidate_status="ok", note=note)
+                    test=test, baseline_status="ok", candidate_status="ok", note=note,
+                    replicates_needed=needed, **extra)
 
     if not (math.isfinite(bm) and math.isfinite(cm)) or bm <= 0:
         mark: Mark = "not_comparable" if _gated(phase, metric) else "info"
         return pair(mark, note="no positive median on both sides")
     ratio = cm / bm
     if metric == "time_s" and phase in schema.TIMED_PHASES:
-        significant, p_value, test = _significant(b, c, samples[0], samples[1], rule.alpha)
+        interval, test = _interval(key, phase, b, c, samples, rule)
+        if interval is None:
+            return pair("inconclusive", ratio, test, note=(
+                f"fewer than {MIN_SAMPLES} samples and one process a side: no interval "
+                "(raise the repeat count, or --replicates)"))
+        mark = gate.judge(interval, rule.factor)
+        note, needed = "", 0
         floor = rule.time_floor(key)
-        below_floor = abs(cm - bm) < floor
-        note = "" if test != "none" else "too few samples for a significance test"
-        if ratio > rule.factor or ratio < 1.0 / rule.factor:
-            if significant and not below_floor:
-                mark = "regression" if ratio > 1.0 else "improved"
-            else:
-                mark = "noise"
-                if significant:
-                    note = (f"changed by less than the {format_value(floor, 'time_s')} time "
-                            "floor (the noise between identical runs)")
-        else:
+        if mark != "same" and abs(cm - bm) < floor:
+            note = (f"would be {mark}, but the medians differ by less than the "
+                    f"{format_value(floor, 'time_s')} time floor")
             mark = "same"
-        return pair(mark, ratio, p_value, test, note)
+        elif mark == "inconclusive":
+            needed = gate.replicates_needed(interval, rule.factor) or 0
+            note = (f"the interval straddles {rule.factor:g}: about {needed} replicates a side "
+                    "would resolve it" if needed else
+                    f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
+                    "resolve it")
+        return pair(mark, ratio, test, note, interval, needed)
     if metric == "peak_mem_bytes":
         if abs(cm - bm) < rule.mem_floor(key):
             mark = "same"
@@ -389,7 +488,7 @@ def _case_pairs(
     key: CaseKey,
     b: _Case,
     c: _Case,
-    samples: tuple[dict[tuple[Any, ...], np.ndarray], dict[tuple[Any, ...], np.ndarray]],
+    samples: tuple[dict[tuple[Any, ...], Processes], dict[tuple[Any, ...], Processes]],
     rule: _Rule,
 ) -> list[Pair]:
     def case_row(mark: Mark, note: str) -> list[Pair]:
@@ -570,11 +669,13 @@ def compare(
     mem_floor_bytes: float | None = None,
     time_floor_s: float | None = None,
     environments: tuple[str, str] | None = None,
+    seed: int = 0,
 ) -> Comparison:
     """Compare two run folders; see the module docstring for the rules.
 
+    Time intervals are two-sided at 1 − ``alpha``, drawn with ``seed``.
     ``time_floor_s`` and ``mem_floor_bytes`` replace the per-device defaults
-    (:data:`TIME_FLOOR_S`, :data:`MEM_FLOOR_BYTES`) for every device; 0 turns a floor off.
+    (:data:`TIME_FLOOR_S`: off, :data:`MEM_FLOOR_BYTES`) for every device; 0 turns a floor off.
     ``environments`` (baseline's, candidate's) compares those two library environments.
     Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged,
     of another schema version or lacks a named environment, and :class:`CompareError` for
@@ -594,7 +695,7 @@ def compare(
     mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None
                   else dict.fromkeys(MEM_FLOOR_BYTES, mem_floor_bytes))
     rule = _Rule(factor, mem_threshold, alpha, time_floors, mem_floors,
-                 same_versions=environments is None)
+                 same_versions=environments is None, seed=seed)
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
     if environments is not None:
         base = only_environment(base, environments[0])
@@ -611,6 +712,7 @@ def compare(
         mem_floors=mem_floors,
         warnings=manifest_warnings(base.manifest, cand.manifest) + placement_warnings(base, cand),
         environments=environments,
+        seed=seed,
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     samples = (_samples(base), _samples(cand))
@@ -627,8 +729,15 @@ def compare(
             )
     if any(p.test == "none" for p in result.pairs):
         result.warnings.append(
-            f"some time pairs have fewer than {MIN_SAMPLES} samples and no 99 % CI: they cannot "
-            "be significant (raise the repeat count)"
+            f"some time pairs have fewer than {MIN_SAMPLES} samples and one process a side: no "
+            "interval, inconclusive (raise the repeat count, or use --replicates)"
+        )
+    if result.one_process:
+        result.warnings.append(
+            "the verdict rests on one process each: samples inside one process do not show the "
+            "spread between processes (another layout, another core, another moment of a busy "
+            f"machine); run both sides in one run with --replicates {gate.MIN_SUGGESTED} or more "
+            "(ABBA order) for an honest interval"
         )
     return result
 
@@ -640,11 +749,17 @@ def _fmt(value: float, metric: str) -> str:
     return format_value(value, metric) if metric else "—"
 
 
+def _processes_text(p: Pair) -> str:
+    if not (p.baseline_processes and p.candidate_processes):
+        return ""
+    return f"{p.baseline_processes}+{p.candidate_processes} proc"
+
+
 def _test_text(p: Pair) -> str:
-    if p.test == "mann-whitney":
-        return f"MWU p={p.p_value:.2g}"
+    if p.test == "bootstrap":
+        return f"{p.interval_text} ({_processes_text(p)})"
     if p.test == "ci99":
-        return "99% CI"
+        return f"{p.interval_text} (99% CIs)"
     if p.test == "threshold":
         return "threshold"
     return p.test or ""
@@ -684,8 +799,8 @@ def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> T
         ratio = f"{p.ratio:.3f}×" if math.isfinite(p.ratio) else ""
         rows.append([p.mark.replace("_", " "), p.label, _case_of(p, shown), what, before, after,
                      ratio, _test_text(p), p.note])
-    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio", "test",
-                  "note"], rows)
+    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio",
+                  "interval", "note"], rows)
 
 
 def _counts_text(cmp: Comparison) -> str:
@@ -712,10 +827,12 @@ def _floors_text(floors: dict[str, float], metric: str, devices: list[str]) -> s
 
 def _rule_line(cmp: Comparison) -> str:
     devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
-    return (f"Rule: time regression = median ratio > {cmp.factor:g}, significant "
-            f"(Mann–Whitney p < {cmp.alpha:g} with ≥ {MIN_SAMPLES} samples per side, else "
-            f"non-overlapping 99 % CIs) and by ≥ "
-            f"{_floors_text(cmp.time_floors, 'time_s', devices)}; memory regression = peak > "
+    floors = (f", last-resort floor {_floors_text(cmp.time_floors, 'time_s', devices)}"
+              if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
+    return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
+            "(hierarchical bootstrap: processes, then samples within them; seed "
+            f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
+            f"{floors}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
             f"{_floors_text(cmp.mem_floors, 'peak_mem_bytes', devices)}.")
 
@@ -723,7 +840,8 @@ def _rule_line(cmp: Comparison) -> str:
 def to_markdown(cmp: Comparison) -> str:
     """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
     that matter, and the unchanged ones folded in a ``<details>`` block."""
-    icon = {0: "✅", 1: "❌", 2: "⚠️"}[cmp.exit_code]
+    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
+        cmp.state]
     b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
     lines = [
         "## snnbench compare",
@@ -761,10 +879,15 @@ def to_json(cmp: Comparison) -> str:
         "candidate_run_id": cmp.candidate_run_id,
         "environments": list(cmp.environments) if cmp.environments else None,
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
+                 "confidence": 1.0 - cmp.alpha, "method": "hierarchical bootstrap",
+                 "resamples": gate.RESAMPLES, "seed": cmp.seed,
                  "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
                  "min_samples": MIN_SAMPLES},
+        "state": cmp.state,
         "exit_code": cmp.exit_code,
         "verdict": cmp.verdict,
+        "one_process": cmp.one_process,
+        "replicates_needed": cmp.replicates_needed,
         "geomean_time_ratio": geo if math.isfinite(geo) else None,
         "compared_time_pairs": len(cmp.time_pairs()),
         "counts": cmp.counts(),
@@ -775,12 +898,12 @@ def to_json(cmp: Comparison) -> str:
 
 
 _SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
-_SHORT_TEST = {"ci99": "CI", "threshold": "thr", "none": "n/a"}
+_SHORT_TEST = {"threshold": "thr", "none": "n/a"}
 _SHORT_METRIC = {"time_s": "time", "peak_mem_bytes": "peak mem", "peak_rss_bytes": "peak RSS",
                  "energy_j": "energy", "power_w": "power"}
 _STYLES = {
     "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
-    "noise": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
+    "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
     "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
 }
 
@@ -791,7 +914,8 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     Unchanged/informational pairs are left out unless ``show_all``.
     """
     parts: list[RenderableType] = []
-    style = {0: "bold green", 1: "bold red", 2: "bold yellow"}[cmp.exit_code]
+    style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow",
+             "nothing comparable": "bold yellow"}[cmp.state]
     parts.append(Text(cmp.verdict, style=style))
     parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
     parts.append(Text(_geomean_line(cmp)))
@@ -806,8 +930,8 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
         if constant:
             parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
         table = RichTable(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for header in ("mark", "adapter", "case", "what", "baseline", "candidate", "×", "p",
-                       "#"):
+        for header in ("mark", "adapter", "case", "what", "baseline", "candidate", "×",
+                       "interval", "#"):
             table.add_column(header, no_wrap=True)
         notes: list[str] = []
         order = {m: i for i, m in enumerate(MARK_ORDER)}
@@ -823,7 +947,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
                 before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
             else:
                 what, before, after = "status", p.baseline_status or "—", p.candidate_status or "—"
-            test = f"{p.p_value:.2g}" if p.test == "mann-whitney" else _SHORT_TEST.get(p.test, "")
+            test = p.interval_text or _SHORT_TEST.get(p.test, "")
             table.add_row(
                 p.mark.replace("_", " "), p.label, _case_of(p, varying), what, before, after,
                 f"{p.ratio:.2f}" if math.isfinite(p.ratio) else "", test, ref,

@@ -268,7 +268,8 @@ def test_merge_rebuilds_tables_and_hosts_and_compare_warns_across_hosts(
     manifest = json.loads((cand / "manifest.json").read_text())
     assert "node17" in {h["host"] for h in manifest["hosts"]}
     proc = run_cli("compare", str(base), str(cand))
-    assert proc.returncode == 0, proc.stderr
+    # one process each of a µs case: the gate's verdict is not the point here, the warnings are
+    assert proc.returncode in (0, 1, 3), proc.stderr
     assert "hosts differ" in proc.stdout
     assert "concurrency differs: 1 → 2" in proc.stdout
     assert "GPU models differ" in proc.stdout and "NVIDIA A100" in proc.stdout

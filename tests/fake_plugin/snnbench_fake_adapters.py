@@ -105,6 +105,28 @@ class SleepAdapter(_Base):
         return NumpyModel(data, sleep_fwd=0.02 * scale, sleep_bwd=0.03 * scale)
 
 
+class ToyAdapter(_Base):
+    """Its library, ``snnbench-toylib`` (wheels made by tests/test_gate.py), does the forward's
+    work: ``snnbench_toylib.work()``, whose cost a test can plant a regression in."""
+
+    name = "fake-toy"
+    library = "snnbench-toylib"
+    module = "snnbench_toylib"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import snnbench_toylib
+
+        model = NumpyModel(data)
+        plain = model.forward
+
+        def forward() -> Any:
+            snnbench_toylib.work()
+            return plain()
+
+        model.forward = forward  # type: ignore[method-assign]
+        return model
+
+
 class RaisesAdapter(_Base):
     name = "fake-raises"
     fault = "raises"
