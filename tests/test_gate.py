@@ -103,8 +103,9 @@ TOY_VERSIONS = {"1.0": 200, "1.0.post1": 400, "1.0.post2": 200}
 SWEEP = ("[run]\nrepeats = 20\nmin_time_s = 0.0\nwarmup = 2\nthreads = 1\n"
          "[network]\nneurons = 8\ntime_steps = 4\nbatch_size = 2\n"
          'surrogate = "fast_sigmoid"\n')
-#: comparisons of the identical pair (SNNBENCH_GATE_REPETITIONS overrides it)
-REPETITIONS = int(os.environ.get("SNNBENCH_GATE_REPETITIONS", "20"))
+#: comparisons of the identical pair in CI (10 keeps the suite within its budget; the false-verdict
+#: rates in docs/report-compare.md were measured with SNNBENCH_GATE_REPETITIONS=20)
+REPETITIONS = int(os.environ.get("SNNBENCH_GATE_REPETITIONS", "10"))
 
 
 def toy_wheelhouse(folder: Path) -> Path:
