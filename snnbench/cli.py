@@ -401,7 +401,11 @@ def run(
     cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
     executor_settings = None
     if exec_overrides or not resume:
-        base = ExecutorSettings() if resume else cfg.executor
+        base = cfg.executor
+        if resume:
+            # executor options alone (--timeout-min 10) change the executor the run used;
+            # --executor starts from that executor's defaults
+            base = ExecutorSettings() if "name" in exec_overrides else _recorded_executor(out)
         executor_settings = base.with_overrides(exec_overrides)
 
     # the bar starts with the first case: an error before it (a bad selection, an --out that
@@ -463,6 +467,18 @@ def run(
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")
     raise typer.Exit(1 if outcome.failed else 0)
+
+
+def _recorded_executor(out: Path | None) -> Any:
+    """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
+    read (resuming reports a missing or damaged manifest by itself)."""
+    from snnbench.executors import ExecutorSettings
+
+    try:
+        manifest = json.loads((Path(out or ".") / "manifest.json").read_text(encoding="utf-8"))
+        return ExecutorSettings.from_dict(manifest["config"].get("executor"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
+        return ExecutorSettings()
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:
