@@ -301,7 +301,7 @@ def test_run_dir_keys_of_lost_records_are_not_finished(tmp_path: Path) -> None:
     (["--jobs", "2", "--gpus", "0"], {}, "exclude each other"),
     (["--gpus", "0", "--device", "cpu"], {}, "use it with --device cuda"),
     (["--gpus", "7", "--device", "cuda"], {}, "--gpus: NVML sees no NVIDIA GPU here"),
-    (["--executor", "slurm"], {"PATH": "/usr/bin:/bin"}, "no Slurm here ('sbatch' is not on PATH)"),
+    (["--executor", "slurm"], {"PATH": "NO_SBATCH"}, "no Slurm here ('sbatch' is not on PATH)"),
     (["--executor", "ray", "--ray-address", "127.0.0.1:1"], {},
      "cannot reach Ray at 127.0.0.1:1"),
     (["--executor", "ray"], {"RAY_ADDRESS": "127.0.0.1:1"}, "cannot reach Ray at 127.0.0.1:1"),
@@ -313,6 +313,12 @@ def test_bad_executor_input_exits_2_and_writes_nothing(args: list[str], env: dic
         pytest.importorskip("submitit")
     if "ray" in args:
         pytest.importorskip("ray")
+    if env.get("PATH") == "NO_SBATCH":
+        # hide sbatch: CI machines have Slurm now; the CLI runs as sys.executable, so a PATH
+        # with nothing on it takes nothing else away
+        empty = tmp_path / "bin"
+        empty.mkdir()
+        env = {**env, "PATH": str(empty)}
     out = tmp_path / "run"
     proc = run_cli("run", "--config", "ci-smoke", "--adapters", "torch", "--out", str(out),
                    *args, env=env, timeout=120)
