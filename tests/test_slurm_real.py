@@ -89,7 +89,8 @@ def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 def _env(tag: str, slow_s: float) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(FAKE_PLUGIN_DIR), str(REPO), os.environ.get("PYTHONPATH", "")]),
-        TAG_VAR: tag, "SNNBENCH_FAKE_SLOW_S": str(slow_s), "COLUMNS": "200"}
+        TAG_VAR: tag, "SNNBENCH_FAKE_SLOW_S": str(slow_s), "COLUMNS": "200",
+        "SNNBENCH_SLURM_POLL_S": "1"}
 
 
 def _node_cpus() -> int:

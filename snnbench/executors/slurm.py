@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import pickle
 import shutil
 import subprocess
@@ -55,8 +56,10 @@ from snnbench.executors.remote import (
 from snnbench.executors.settings import SlurmSettings
 from snnbench.executors.slurm_state import SlurmStates, TaskState, status_of
 
-#: how often the folder and the jobs are looked at
+#: how often the folder and the jobs are looked at (Slurm: one squeue call each time;
+#: ``SNNBENCH_SLURM_POLL_S`` changes it, e.g. for a small CI cluster)
 POLL_S = {"local": 0.25, "slurm": 5.0}
+POLL_VAR = "SNNBENCH_SLURM_POLL_S"
 #: how long ``close()`` waits for cancelled local-cluster tasks to end
 CANCEL_WAIT_S = 30.0
 #: how long ``sbatch --test-only`` may take (an unreachable controller is retried a while)
@@ -258,6 +261,9 @@ class SlurmExecutor(Executor):
         started: set[str] = set()
         over_seen: set[int] = set()
         poll = POLL_S[self.cluster]
+        with contextlib.suppress(ValueError):
+            if self.cluster == "slurm" and os.environ.get(POLL_VAR):
+                poll = max(0.2, float(os.environ[POLL_VAR]))
         while pending:
             beat(run_dir)
             states = self._poll_states([i for i in pending])
