@@ -345,3 +345,30 @@ def test_the_manifest_records_the_image(tmp_path: Path) -> None:
                                "modified_utc": record["image"]["modified_utc"]}
     described = SlurmExecutor(SlurmSettings(image=str(image))).describe()
     assert described["image"] == str(image)
+
+
+def test_a_time_limit_warning_before_the_task_listens_is_a_timeout(tmp_path: Path) -> None:
+    """Finding 1, the early case: with a short limit the warning can come while submitit
+    still starts the task; its own handler then fails the task ("timed-out and not
+    checkpointable"): that is the time limit, not an error. The warning now comes at most
+    half the limit ahead."""
+    import pickle
+    from types import SimpleNamespace
+
+    from snnbench.executors.remote import signal_delay_s
+    from snnbench.executors.slurm import SlurmExecutor
+    from snnbench.executors.slurm_state import TaskState
+
+    result = tmp_path / "9_0_result.pkl"
+    result.write_bytes(pickle.dumps(("error", "Traceback ...\nsubmitit.core.utils."
+                                     "UncompletedJobError: Job not requeued because: "
+                                     "timed-out and not checkpointable.\n")))
+    (tmp_path / "cases").mkdir()
+    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    executor = SlurmExecutor(SlurmSettings())
+    executor._jobs = [SimpleNamespace(job_id="9_0", paths=SimpleNamespace(result_pickle=result))]
+    (record,) = executor._unrecorded(0, {job.key: job}, tmp_path,
+                                     TaskState("FAILED", "NonZeroExitCode", source="squeue"),
+                                     submitit)
+    assert record.status == "timeout" and "--timeout-min" in record.message
+    assert signal_delay_s(60) == 30 and signal_delay_s(240 * 60) == 90

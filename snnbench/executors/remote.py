@@ -183,9 +183,18 @@ def run_case(job: Job, run_dir: Path, placement: Placement, stop: threading.Even
 
 #: the signal submitit asks Slurm for ahead of the time limit (``--signal=USR2@90``)
 TIME_LIMIT_SIGNAL = signal.SIGUSR2
-#: seconds before the limit submitit asks for it; a USR2 with more time left than this (plus
-#: slack for the controller's 30 s check) is a preemption, not the limit
+#: seconds before the limit submitit asks for it (at most; see :func:`signal_delay_s`); a USR2
+#: with more time left than that (plus slack for the controller's 30 s check) is a
+#: preemption, not the limit
 SIGNAL_DELAY_S = 90
+
+
+def signal_delay_s(time_limit_s: float) -> int:
+    """How long before the limit the warning comes: 90 s, but never more than half the limit
+    (with a 1-minute limit a 90 s warning would come as the task starts, before it listens)."""
+    if not time_limit_s:
+        return SIGNAL_DELAY_S
+    return int(max(10, min(SIGNAL_DELAY_S, time_limit_s // 2)))
 #: how long the task waits, after a worker died of a signal, for the scheduler's own signal
 #: to reach it too (both are sent at once; the worker may die first)
 SIGNAL_RACE_S = 1.0
@@ -236,11 +245,11 @@ class SchedulerSignals:
         if self._time_limit is None:
             left = _time_left_s()
             if left is not None:
-                self._time_limit = left <= SIGNAL_DELAY_S + 60
+                self._time_limit = left <= signal_delay_s(self.time_limit_s) + 60
             else:
                 ran = time.monotonic() - self.started
                 self._time_limit = not self.time_limit_s or (
-                    ran >= self.time_limit_s - SIGNAL_DELAY_S - 60)
+                    ran >= self.time_limit_s - signal_delay_s(self.time_limit_s) - 60)
         return self._time_limit
 
     def record(self, job: Job, started: bool) -> CaseRecord:

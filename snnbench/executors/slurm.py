@@ -44,7 +44,6 @@ from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
 from snnbench.executors.placement import available_cpus
 from snnbench.executors.remote import (
-    SIGNAL_DELAY_S,
     Owner,
     beat,
     cancel_path,
@@ -52,6 +51,7 @@ from snnbench.executors.remote import (
     request_cancel,
     run_packed,
     side_by_side,
+    signal_delay_s,
 )
 from snnbench.executors.settings import SlurmSettings
 from snnbench.executors.slurm_state import SlurmStates, TaskState, status_of
@@ -211,7 +211,7 @@ class SlurmExecutor(Executor):
             "slurm_array_parallelism": s.array_parallelism,
         }
         if self.cluster == "slurm":
-            params["slurm_signal_delay_s"] = SIGNAL_DELAY_S
+            params["slurm_signal_delay_s"] = signal_delay_s(s.timeout_min * 60)
         if s.partition:
             params["slurm_partition"] = s.partition
         if s.account:
@@ -361,7 +361,14 @@ class SlurmExecutor(Executor):
             status, message = status_of(state)
             if status == "error":
                 trace = _task_trace(engine_job)
-                if trace:
+                if "timed-out" in trace:
+                    # the time-limit warning came before the task listened: submitit's own
+                    # handler ended it (UncompletedJobError, "timed-out and not checkpointable")
+                    status = "timeout"
+                    message = (f"the array task reached its Slurm time limit (the warning came "
+                               f"as it started: {trace}); 'snnbench run --resume "
+                               f"--timeout-min M' runs it again")[:400]
+                elif trace:
                     message = f"{message}: {trace}"[:400]
         else:
             exc = _local_exception(engine_job)
