@@ -39,6 +39,8 @@ help:
 	@echo "make dist-check  build the sdist and wheel, install the wheel in a fresh venv, use it"
 	@echo "make image-check build the CPU image with podman (or docker) and use it"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
+	@echo "make slurm-check  (root) a single-node Slurm, without and with accounting: the"
+	@echo "                  real-Slurm tests against it (slurm.mk, docs/executors.md)"
 	@echo "make gpu-setup [GPU_PYTHON=...] [WHEELHOUSE=dir]   CUDA builds + GPU libraries"
 	@echo "make gpu-check [GPU_PYTHON=...]   check a GPU box (< 25 min), results/gpu-check-*"
 	@echo "make gpu-wheelhouse WHEELHOUSE=dir [GPU_MACHINE=box.json]   wheels for an offline box"
@@ -115,3 +117,4 @@ gpu-wheelhouse:
 		$(GPU_SETUP_ARGS)
 
 -include docker/docker.mk
+-include slurm.mk

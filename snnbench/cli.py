@@ -435,7 +435,13 @@ def run(
     cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
     executor_settings = None
     if exec_overrides or not resume:
-        base = ExecutorSettings() if resume else cfg.executor
+        base = cfg.executor
+        if resume:
+            # executor options alone (--timeout-min 10) change the executor the run used;
+            # --executor starts from that executor's defaults
+            base = ExecutorSettings() if "name" in exec_overrides else _recorded_executor(out)
+            if "name" not in exec_overrides and not trust_folder:
+                _refuse_recorded_commands(base, exec_overrides, out)
         executor_settings = base.with_overrides(exec_overrides)
         _refuse_foreign_options(executor_settings, exec_overrides)
 
@@ -516,6 +522,37 @@ def _refuse_foreign_options(settings: Any, given: dict[str, Any]) -> None:
                                                         or not settings.gpus):
         fail("--bind-cpus pins cases to the CPUs nearest their GPU: it needs the local "
              "executor with --gpus")
+
+
+#: the executor options that name text or code to run (runner.recorded_commands), as flags
+_COMMAND_OPTIONS = {"slurm.setup": (), "slurm.image": "", "slurm.container_args": (),
+                    "ray.address": ""}
+
+
+def _refuse_recorded_commands(recorded: Any, given: dict[str, Any], out: Path | None) -> None:
+    """A resume that keeps the recorded executor (``--resume --timeout-min 30``) must not run
+    the setup, image or address the received manifest names, unless given again."""
+    from snnbench.runner import recorded_commands
+
+    # what the user gives again is theirs; what only the manifest names is not
+    stripped = recorded.with_overrides({k: v for k, v in _COMMAND_OPTIONS.items() if k in given})
+    found = recorded_commands(stripped)
+    if found:
+        fail(f"{Path(out or '.')}/manifest.json asks to run {', '.join(found)} with the "
+             f"{recorded.name} executor; a received folder runs no code: give the executor "
+             "options again (e.g. --executor local), or --trust-folder if you wrote this folder")
+
+
+def _recorded_executor(out: Path | None) -> Any:
+    """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
+    read (resuming reports a missing or damaged manifest by itself)."""
+    from snnbench.executors import ExecutorSettings
+
+    try:
+        manifest = json.loads((Path(out or ".") / "manifest.json").read_text(encoding="utf-8"))
+        return ExecutorSettings.from_dict(manifest["config"].get("executor"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
+        return ExecutorSettings()
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:

@@ -17,6 +17,7 @@ CPUs of its :class:`~snnbench.contract.Placement`, and is killed when its execut
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -42,6 +43,23 @@ class Exit:
     #: "" when it ended by itself, else "prepare" or "case": the limit it overran
     timed_out: str = ""
     wall_s: float = 0.0
+    #: processes the kernel's OOM killer killed on this host while the worker ran (None:
+    #: unknown, no /proc/vmstat)
+    oom_kills: int | None = None
+
+
+def kernel_oom_kills() -> int | None:
+    """The kernel's count of OOM kills since boot (``oom_kill`` in /proc/vmstat, memory
+    cgroups' included), None where it cannot be read."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as vmstat:
+            for line in vmstat:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class Cancelled(Exception):
@@ -103,6 +121,7 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     job_path = job_dir / "job.json"
     job.write(job_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    ooms = kernel_oom_kills()
     with open(log_path, "wb") as log:
         with pinned_thread(job.placement.cpus):
             proc = subprocess.Popen(
@@ -120,6 +139,9 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
             raise
     record = read_result(Path(job.result_path))
     if record is None:
+        after = kernel_oom_kills()
+        if ooms is not None and after is not None:
+            exit_ = dataclasses.replace(exit_, oom_kills=after - ooms)
         record = record_from_exit(job, exit_, log_path)
     record.wall_s = exit_.wall_s
     record.order = job.order
@@ -200,7 +222,15 @@ def classify_exit(exit_: Exit, job: Job) -> tuple[str, str]:
     code = exit_.returncode
     if code is not None and code < 0:
         if -code == signal.SIGKILL:
-            return "oom", "worker killed by SIGKILL (most likely the host ran out of memory)"
+            if exit_.oom_kills is None:
+                return "oom", "worker killed by SIGKILL (most likely the host ran out of memory)"
+            if exit_.oom_kills > 0:
+                return "oom", "worker killed by SIGKILL: the kernel's OOM killer (out of memory)"
+            # not the kernel: a user, a userspace OOM daemon, an engine stopping its task
+            return "lost", ("worker killed by SIGKILL from outside, not by the kernel's OOM "
+                            "killer; --resume runs it again")
+        if -code == signal.SIGTERM:
+            return "lost", "worker stopped by SIGTERM from outside; --resume runs it again"
         return "error", f"worker crashed with {signal_name(-code)}"
     return "error", f"worker exited with code {code} and no result"
 

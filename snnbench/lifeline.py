@@ -128,6 +128,9 @@ def arm(job_dir: Path | None) -> bool:
         _die(job_dir)
 
     signal.signal(signal.SIGTERM, on_term)
+    # Slurm sends the time-limit warning (USR2) to every process of the task: it is for the
+    # task, which stops this worker itself; by default USR2 would kill the worker outright
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     set_parent_death_signal(signal.SIGTERM)
     parent = os.getppid()
     # started directly by the launcher, which is gone already: the kernel signal came too late

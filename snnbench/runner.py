@@ -12,6 +12,7 @@ import dataclasses
 import os
 import secrets
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ from snnbench.libenv import (
     prepare,
     version_request,
 )
+from snnbench.lifeline import termination_signal
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.overhead import NULL, PROBES
 from snnbench.preflight import NoiseVerdict, noise_verdict, preflight_check
@@ -454,6 +456,8 @@ def execute(
             pending.append(job)
     total = len(pending)
     finished = 0
+    #: cases started so far (or decided without running): the number a "start" shows
+    begun = 0
 
     def store(job: Job, record: CaseRecord) -> CaseRecord:
         nonlocal finished
@@ -470,6 +474,7 @@ def execute(
         if record is None:
             runnable.append(job)
         else:
+            begun += 1
             # decided here without running: no case ran beside it
             record.placement = dataclasses.replace(record.placement, executor=executor.name,
                                                    concurrency=0)
@@ -477,8 +482,11 @@ def execute(
     by_key = {job.key: job for job in runnable}
 
     def started(job: Job) -> None:
+        # counted as cases start (a cluster starts them when it can, not all at submission)
+        nonlocal begun
+        begun += 1
         if progress:
-            progress("start", finished + 1, total, job, None)
+            progress("start", min(begun, total), total, job, None)
 
     work_dir = run_dir.path / JOBS_DIR
     records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
@@ -506,9 +514,11 @@ def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
         work_dir.rmdir()  # only when empty: a cluster task may still own folders there
 
 
-def choose_executor(settings: ExecutorSettings, device: str, threads: int) -> Executor:
+def choose_executor(settings: ExecutorSettings, device: str, threads: int,
+                    notify: NotifyCallback | None = None) -> Executor:
     """The executor for a sweep, checked before anything is written (exit 2 when unusable)."""
     executor = make_executor(settings, device, threads)
+    executor.notify = notify
     executor.check()
     return executor
 
@@ -588,7 +598,7 @@ def start_run(
             config = keep_recorded_threads(config, manifest)
             if executor is None:
                 executor = choose_executor(executor_settings or config.executor, device,
-                                           config.run.resolved_threads)
+                                           config.run.resolved_threads, notify)
             refuse_changed_threads(share_threads(config, executor), config, out)
             before = preflight_check(config.run, executor, device, notify)
         except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
@@ -599,10 +609,13 @@ def start_run(
     else:
         run_id = new_run_id()
         device = resolve_device(config.run.device)
+        if executor_settings is not None:
+            # the manifest's config says how the sweep ran: the flags over the config file
+            config = dataclasses.replace(config, executor=executor_settings)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
         if executor is None:
-            executor = choose_executor(executor_settings or config.executor, device,
-                                       config.run.resolved_threads)
+            executor = choose_executor(config.executor, device, config.run.resolved_threads,
+                                       notify)
         config = share_threads(config, executor)
         locked: RunDir | None = None
         try:
@@ -667,6 +680,15 @@ def start_run(
         raise interrupted_write(exc, run_dir.path) from exc
     except KeyboardInterrupt as exc:
         exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # for the CLI's resume hint
+        # the manifest lists this execution too (the jobs it submitted, e.g. to look them up)
+        with contextlib.suppress(Exception):
+            executor.close()
+            manifest = run_dir.read_manifest()
+            manifest.setdefault("executions", []).append(
+                {**executor.describe(), "started_utc": started, "finished_utc": now_utc(),
+                 "interrupted": signal.Signals(termination_signal(exc) or signal.SIGINT).name})
+            manifest.pop("schema_version", None)
+            run_dir.write_manifest(manifest)
         raise
     finally:
         run_dir.unlock()

@@ -22,14 +22,16 @@ JOBS_DIR: Final = "jobs"
 #: one machine record per host that ran cases (``<host>.json``); the manifest lists them
 HOSTS_DIR: Final = "hosts"
 
-#: ``lost``: a cluster engine lost the case (node failure, job cancelled or killed for memory
-#: by the scheduler) before it reported; ``--resume`` runs it again
+#: ``lost``: the case was stopped from outside before it reported (a Slurm cancel, preemption
+#: or node failure, a worker killed by someone other than the kernel's OOM killer);
+#: ``--resume`` runs it again
 Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout", "lost"]
 STATUSES: Final[tuple[str, ...]] = get_args(Status)
 #: statuses that mean the case broke (exit code 1)
 FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout", "lost"})
-#: statuses ``--resume`` treats as missing (the case never reported)
-RETRY_STATUSES: Final = frozenset({"lost"})
+#: statuses ``--resume`` runs again (with the limits given then: ``--timeout-min``): the
+#: engine lost the case, or it ran out of time
+RETRY_STATUSES: Final = frozenset({"lost", "timeout"})
 
 #: timed phases, in the order they are measured
 TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")

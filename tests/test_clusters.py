@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -99,11 +100,139 @@ def test_unrecorded_cases_of_a_failed_task_become_rows(tmp_path: Path) -> None:
     (tmp_path / "cases").mkdir()
     jobs = {j.key: j for j in (Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n))
                                for n in (8, 16))}
-    records = list(SlurmExecutor(SlurmSettings(cluster="local"))._unrecorded(
-        DeadTask(), jobs, tmp_path, submitit))
+    executor = SlurmExecutor(SlurmSettings(cluster="local"))
+    executor._jobs = [DeadTask()]
+    records = list(executor._unrecorded(0, jobs, tmp_path, None, submitit))
     assert [r.status for r in records] == ["lost", "lost"]
     assert {r.placement.engine_job_id for r in records} == {"77_1"}
     assert "NODE_FAIL" in records[0].message
+
+
+@pytest.mark.parametrize(("state", "status"), [
+    ("TIMEOUT", "timeout"), ("OUT_OF_MEMORY", "oom"), ("CANCELLED", "lost"),
+    ("PREEMPTED", "lost"), ("NODE_FAIL", "lost"), ("GONE", "lost"), ("FAILED", "error"),
+])
+def test_slurm_states_decide_the_status_of_unrecorded_cases(tmp_path: Path, state: str,
+                                                            status: str) -> None:
+    """Finding 1 and 2: the status comes from the task's state in Slurm; a provisional
+    `lost` record of the task (it got SIGTERM) is decided the same way and keeps its times."""
+    from snnbench.contract import CaseRecord
+    from snnbench.executors.slurm import SlurmExecutor
+    from snnbench.executors.slurm_state import TaskState
+
+    class Task:
+        job_id = "9_0"
+
+    (tmp_path / "cases").mkdir()
+    jobs = [Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)) for n in (8, 16)]
+    provisional = CaseRecord.for_job(jobs[0], "lost", "Slurm stopped the array task (SIGTERM)")
+    provisional.started_utc, provisional.finished_utc = "2026-01-01T00:00:00", "2026-01-01T00:00:05"
+    provisional.write(tmp_path / "cases" / f"{jobs[0].key}.json")
+    executor = SlurmExecutor(SlurmSettings())
+    executor._jobs = [Task()]
+    records = list(executor._unrecorded(0, {j.key: j for j in jobs}, tmp_path,
+                                        TaskState(state, source="squeue"), submitit))
+    assert [r.status for r in records] == [status, status]
+    assert records[0].started_utc == "2026-01-01T00:00:00" and "SIGTERM" in records[0].message
+    assert records[1].placement.engine_job_id == "9_0"
+    assert CaseRecord.read(tmp_path / "cases" / f"{jobs[0].key}.json").status == status
+
+
+class FakeSlurm:
+    """squeue and sacct answers, without accounting unless told; counts the calls."""
+
+    def __init__(self, listed: dict[str, str], accounting: bool = False) -> None:
+        self.listed = listed
+        self.accounting = accounting
+        self.calls: list[str] = []
+
+    def __call__(self, command: list[str]) -> Any:
+        import subprocess
+
+        self.calls.append(command[0])
+        if command[0] == "squeue":
+            out = "".join(f"{t}|{s}|None|node1\n" for t, s in self.listed.items())
+            return subprocess.CompletedProcess(command, 0, out, "")
+        if not self.accounting:
+            return subprocess.CompletedProcess(
+                command, 1, "", "Slurm accounting storage is disabled\n")
+        return subprocess.CompletedProcess(command, 0, "5_2|CANCELLED by 0|None assigned\n", "")
+
+
+def test_without_accounting_a_vanished_task_is_over_in_bounded_time_said_once() -> None:
+    """Finding 3: a pending task cancelled vanishes from squeue; without accounting sacct
+    cannot tell. It is over after GONE_AFTER_S, and sacct's absence is said once."""
+    from snnbench.executors.slurm_state import GONE, GONE_AFTER_S, SlurmStates
+
+    slurm = FakeSlurm({"5_0": "RUNNING", "5_1": "PENDING"})
+    now = [0.0]
+    states = SlurmStates(run=slurm, clock=lambda: now[0])
+    assert {t: s.state for t, s in states.poll(["5_0", "5_1"]).items()} == {
+        "5_0": "RUNNING", "5_1": "PENDING"}
+    slurm.listed = {"5_0": "RUNNING"}  # 5_1 cancelled before it started
+    for _ in range(10):
+        found = states.poll(["5_0", "5_1"])
+        assert "5_1" not in found or found["5_1"].state == GONE
+        now[0] += GONE_AFTER_S / 4
+    assert found["5_1"].state == GONE and found["5_1"].over
+    assert found["5_0"].state == "RUNNING"
+    assert len(states.warnings) == 1 and "accounting" in states.warnings[0]
+    assert slurm.calls.count("sacct") == 1  # not asked again once it said no
+    slurm.listed = {"5_0": "TIMEOUT"}
+    assert states.poll(["5_0"])["5_0"].over
+    assert states.final.keys() == {"5_0", "5_1"}
+
+
+def test_with_accounting_sacct_tells_what_squeue_forgot() -> None:
+    from snnbench.executors.slurm_state import SlurmStates, expand_task_ids
+
+    slurm = FakeSlurm({"5_0": "COMPLETED"}, accounting=True)
+    found = SlurmStates(run=slurm).poll(["5_0", "5_2"])
+    assert found["5_2"].state == "CANCELLED" and found["5_2"].source == "sacct"
+    assert found["5_0"].state == "COMPLETED"
+    assert expand_task_ids("7_[1-3,5%2]") == ["7_1", "7_2", "7_3", "7_5"]
+    assert expand_task_ids("7") == ["7"]
+
+
+def test_concurrency_is_what_ran_side_by_side_on_a_host() -> None:
+    """Finding 4: from where and when each case ran, not what was requested."""
+    from snnbench.contract import CaseRecord, Placement
+    from snnbench.executors.remote import side_by_side
+
+    def ran(n: int, host: str, start: int, end: int) -> CaseRecord:
+        record = CaseRecord.for_job(Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)),
+                                    "ok")
+        record.placement = Placement(executor="slurm", host=host, concurrency=4)
+        record.started_utc = f"2026-01-01T00:00:{start:02d}+00:00"
+        record.finished_utc = f"2026-01-01T00:00:{end:02d}+00:00"
+        return record
+
+    records = [ran(1, "a", 0, 10), ran(2, "a", 10, 20), ran(3, "a", 15, 25),
+               ran(4, "b", 0, 30), ran(5, "a", 16, 18)]
+    got = {r.spec.neurons: side_by_side(records)[r.key] for r in records}
+    assert got == {1: 1, 2: 3, 3: 3, 4: 1, 5: 3}
+
+
+def test_a_submission_that_fails_after_the_folder_exists_names_it_resumable(
+        tmp_path: Path) -> None:
+    """Finding 5: sbatch refusing at submission (after --test-only passed) is one line that
+    says the folder is kept and how to resume it."""
+    from snnbench.executors.slurm import SlurmExecutor, SubmissionError
+
+    class Refusing:
+        def map_array(self, *args: Any) -> Any:
+            raise submitit.core.utils.FailedJobError(
+                "sbatch: error: Batch job submission failed: Invalid account or account/"
+                "partition combination specified\nmore lines")
+
+    executor = SlurmExecutor(SlurmSettings(cluster="local"))
+    executor._executor = lambda folder: Refusing()  # type: ignore[method-assign]
+    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    with pytest.raises(SubmissionError) as caught:
+        list(executor.run([job], tmp_path / "jobs", tmp_path / "logs"))
+    message = str(caught.value)
+    assert "\n" not in message and "Invalid account" in message
+    assert f"'snnbench run --resume --out {tmp_path}'" in message
 
 
 @pytest.mark.slow
@@ -216,3 +345,30 @@ def test_the_manifest_records_the_image(tmp_path: Path) -> None:
                                "modified_utc": record["image"]["modified_utc"]}
     described = SlurmExecutor(SlurmSettings(image=str(image))).describe()
     assert described["image"] == str(image)
+
+
+def test_a_time_limit_warning_before_the_task_listens_is_a_timeout(tmp_path: Path) -> None:
+    """Finding 1, the early case: with a short limit the warning can come while submitit
+    still starts the task; its own handler then fails the task ("timed-out and not
+    checkpointable"): that is the time limit, not an error. The warning now comes at most
+    half the limit ahead."""
+    import pickle
+    from types import SimpleNamespace
+
+    from snnbench.executors.remote import signal_delay_s
+    from snnbench.executors.slurm import SlurmExecutor
+    from snnbench.executors.slurm_state import TaskState
+
+    result = tmp_path / "9_0_result.pkl"
+    result.write_bytes(pickle.dumps(("error", "Traceback ...\nsubmitit.core.utils."
+                                     "UncompletedJobError: Job not requeued because: "
+                                     "timed-out and not checkpointable.\n")))
+    (tmp_path / "cases").mkdir()
+    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    executor = SlurmExecutor(SlurmSettings())
+    executor._jobs = [SimpleNamespace(job_id="9_0", paths=SimpleNamespace(result_pickle=result))]
+    (record,) = executor._unrecorded(0, {job.key: job}, tmp_path,
+                                     TaskState("FAILED", "NonZeroExitCode", source="squeue"),
+                                     submitit)
+    assert record.status == "timeout" and "--timeout-min" in record.message
+    assert signal_delay_s(60) == 30 and signal_delay_s(240 * 60) == 90

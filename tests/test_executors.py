@@ -302,7 +302,7 @@ def test_run_dir_keys_of_lost_records_are_not_finished(tmp_path: Path) -> None:
     (["--jobs", "2", "--gpus", "0"], {}, "exclude each other"),
     (["--gpus", "0", "--device", "cpu"], {}, "use it with --device cuda"),
     (["--gpus", "7", "--device", "cuda"], {}, "--gpus: NVML sees no NVIDIA GPU here"),
-    (["--executor", "slurm"], {"PATH": "/usr/bin:/bin"}, "no Slurm here ('sbatch' is not on PATH)"),
+    (["--executor", "slurm"], {"PATH": "NO_SBATCH"}, "no Slurm here ('sbatch' is not on PATH)"),
     (["--executor", "ray", "--ray-address", "127.0.0.1:1"], {},
      "cannot reach Ray at 127.0.0.1:1"),
     (["--executor", "ray"], {"RAY_ADDRESS": "127.0.0.1:1"}, "cannot reach Ray at 127.0.0.1:1"),
@@ -314,6 +314,12 @@ def test_bad_executor_input_exits_2_and_writes_nothing(args: list[str], env: dic
         pytest.importorskip("submitit")
     if "ray" in args:
         pytest.importorskip("ray")
+    if env.get("PATH") == "NO_SBATCH":
+        # hide sbatch: CI machines have Slurm now; the CLI runs as sys.executable, so a PATH
+        # with nothing on it takes nothing else away
+        empty = tmp_path / "bin"
+        empty.mkdir()
+        env = {**env, "PATH": str(empty)}
     out = tmp_path / "run"
     proc = run_cli("run", "--config", "ci-smoke", "--adapters", "torch", "--out", str(out),
                    *args, env=env, timeout=120)
@@ -382,3 +388,130 @@ def test_a_cluster_task_stops_when_its_owner_is_gone(tmp_path: Path) -> None:
     assert _watch(Owner("elsewhere", 1, grace_s=0.3), tmp_path)
     request_cancel(tmp_path)  # the owner stops the sweep
     assert _watch(Owner.me(), tmp_path)
+
+
+def test_a_task_started_after_its_owner_died_elsewhere_stops_at_once(tmp_path: Path) -> None:
+    """Multi-node: the heartbeat carries its wall time; a task that starts when it is older
+    than the window stops at its first look instead of waiting a window of its own."""
+    import time
+
+    from snnbench.executors.remote import Owner, heartbeat_age, heartbeat_path
+
+    (tmp_path / "jobs").mkdir()
+    heartbeat_path(tmp_path).write_text(f"1 2 {time.time() - 30:.3f}\n")
+    assert heartbeat_age(heartbeat_path(tmp_path).read_text()) == pytest.approx(30, abs=2)
+    assert _watch(Owner("elsewhere", 1, grace_s=20), tmp_path, 0.3)
+    heartbeat_path(tmp_path).write_text(f"1 2 {time.time():.3f}\n")
+    assert not _watch(Owner("elsewhere", 1, grace_s=20), tmp_path, 0.3)
+    assert heartbeat_age("1 2") is None  # an older snnbench's heartbeat: changes only
+
+
+def test_a_worker_killed_by_sigkill_is_oom_only_with_the_kernels_word() -> None:
+    """Finding 2: a SIGKILL that is not the kernel's OOM killer (Slurm stopping the task, a
+    user) is lost, not oom."""
+    import signal
+
+    from snnbench.contract import Job
+    from snnbench.launch import Exit, classify_exit, kernel_oom_kills
+    from snnbench.spec import NetworkSpec
+
+    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    kill = -signal.SIGKILL
+    assert classify_exit(Exit(kill, oom_kills=1), job)[0] == "oom"
+    assert classify_exit(Exit(kill, oom_kills=0), job)[0] == "lost"
+    assert classify_exit(Exit(kill), job)[0] == "oom"  # no /proc/vmstat: as before
+    assert classify_exit(Exit(-signal.SIGTERM, oom_kills=0), job)[0] == "lost"
+    assert classify_exit(Exit(-signal.SIGSEGV, oom_kills=0), job)[0] == "error"
+    if os.path.exists("/proc/vmstat"):
+        assert isinstance(kernel_oom_kills(), int)
+
+
+def test_a_time_limit_signal_records_timeouts_and_a_term_lost(monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """Finding 1, on the node: USR2 with little time left is the time limit (timeout, with
+    the --resume hint); with plenty left, or SIGTERM, the task says lost for now."""
+    import signal
+    import threading
+
+    from snnbench.contract import Job
+    from snnbench.executors import remote
+    from snnbench.spec import NetworkSpec
+
+    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    told = remote.SchedulerSignals(threading.Event(), time_limit_s=600)
+    told.handler(signal.SIGUSR2, None)
+    assert told.stop.is_set() and told.received()
+    monkeypatch.setattr(remote, "_time_left_s", lambda: 80.0)
+    record = told.record(job, started=True)
+    assert record.status == "timeout" and "--resume --timeout-min" in record.message
+    assert "10 min" in record.message and record.finished_utc
+    preempted = remote.SchedulerSignals(threading.Event(), time_limit_s=600)
+    preempted.handler(signal.SIGUSR2, None)
+    monkeypatch.setattr(remote, "_time_left_s", lambda: 500.0)
+    assert preempted.record(job, started=False).status == "lost"
+    term = remote.SchedulerSignals(threading.Event())
+    term.handler(signal.SIGTERM, None)
+    assert term.record(job, started=True).status == "lost"
+    assert remote.parse_slurm_duration("1-02:03:04") == 93784
+    assert remote.parse_slurm_duration("1:30") == 90 and remote.parse_slurm_duration("x") is None
+
+
+class StartsAllAtOnce(LocalExecutor):
+    """Like a cluster engine: every case 'starts' at submission, then records come in."""
+
+    name = "fake-cluster"
+
+    def run(self, jobs: Any, work_dir: Path, log_dir: Path, on_start: Any = None) -> Any:
+        jobs = list(jobs)
+        for job in jobs:
+            if on_start is not None:
+                on_start(job)
+        yield from LocalExecutor.run(self, jobs, work_dir, log_dir)
+
+
+def test_progress_numbers_cases_as_they_start(fake_plugins: Path, tmp_path: Path) -> None:
+    """Finding 6: a sweep whose engine starts its cases together read 'case 1/4' four
+    times (then 'case 3/7 … 7/7'); each start now has its own number."""
+    events: list[tuple[str, int, int]] = []
+    start_run(sweep(["fake-ok"], [8, 16, 24, 32]), tmp_path / "run", tmp_path, False,
+              progress=lambda event, i, n, job, record: events.append((event, i, n)),
+              executor=StartsAllAtOnce())
+    assert [i for e, i, _ in events if e == "start"] == [1, 2, 3, 4]
+    assert [i for e, i, _ in events if e == "done"] == [1, 2, 3, 4]
+
+
+class Interrupted(LocalExecutor):
+    """Submits 'jobs', runs one case, then the user presses Ctrl-C."""
+
+    name = "fake-cluster"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "engine_jobs": ["41_0", "41_1"]}
+
+    def run(self, jobs: Any, work_dir: Path, log_dir: Path, on_start: Any = None) -> Any:
+        yield from itertools.islice(LocalExecutor.run(self, jobs, work_dir, log_dir), 1)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_execution_is_recorded_with_its_jobs(fake_plugins: Path,
+                                                              tmp_path: Path) -> None:
+    """Finding 6: an interrupted sweep's submission was missing from `executions`."""
+    with pytest.raises(KeyboardInterrupt):
+        start_run(sweep(["fake-ok"], [8, 16]), tmp_path / "run", tmp_path, False,
+                  executor=Interrupted())
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    (execution,) = manifest["executions"]
+    assert execution["engine_jobs"] == ["41_0", "41_1"]
+    assert execution["interrupted"] == "SIGINT" and execution["finished_utc"]
+
+
+def test_the_manifest_records_the_executor_the_flags_chose(fake_plugins: Path,
+                                                            tmp_path: Path) -> None:
+    """Finding 6: config.executor said the config file's executor, not the flags'."""
+    settings = ExecutorSettings().with_overrides({"bind_cpus": True,
+                                                  "slurm.partition": "debug"})
+    start_run(sweep(["fake-ok"], [8]), tmp_path / "run", tmp_path, False,
+              executor_settings=settings)
+    recorded = json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]
+    assert recorded["executor"]["bind_cpus"] is True
+    assert recorded["executor"]["slurm"]["partition"] == "debug"

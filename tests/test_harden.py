@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from snnbench.config import RunConfig
 from snnbench.runner import start_run
@@ -225,6 +226,28 @@ def test_resume_never_runs_the_setup_a_received_manifest_names(tmp_path: Path) -
     local = run_cli("run", "--resume", "--executor", "local", "--out", str(out), env=_env())
     assert local.returncode == 0, local.stderr
     assert not pwned.exists()
+
+
+def test_resume_with_executor_options_alone_runs_no_recorded_setup(tmp_path: Path) -> None:
+    # `--resume --timeout-min 10` keeps the recorded executor (to resubmit timed-out cases):
+    # it must still not run the setup the received manifest names
+    pytest.importorskip("submitit")
+    out, pwned = tmp_path / "run", tmp_path / "PWNED"
+    _finished_run(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"]["executor"]["name"] = "slurm"
+    manifest["config"]["executor"]["slurm"].update(
+        {"setup": [f"touch {pwned}"], "cluster": "local", "gpus_per_node": 0})
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    proc = run_cli("run", "--resume", "--timeout-min", "10", "--out", str(out), env=_env())
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "touch" in proc.stderr and "--trust-folder" in proc.stderr
+    assert not pwned.exists()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_trust_folder_belongs_to_resume(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -32,6 +33,15 @@ class Executor(ABC):
 
     #: the name used on the command line (``--executor``) and recorded in each row
     name: str = ""
+    #: where one-line notes for the user go (the CLI's console); None: standard error
+    notify: Callable[[str], None] | None = None
+
+    def say(self, line: str) -> None:
+        """Tell the user ``line`` (once per call: callers say each thing once)."""
+        if self.notify is not None:
+            self.notify(line)
+        else:
+            print(line, file=sys.stderr)
 
     def check(self) -> None:
         """Raise :class:`ExecutorError` when this executor cannot run here, as configured."""

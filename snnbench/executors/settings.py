@@ -19,6 +19,7 @@
     setup = ["module load cuda/13.0", "source ~/snnbench/.venv/bin/activate"]
     image = ""                # an Apptainer image: each case runs in `apptainer exec --nv IMAGE`
     container_args = []       # extra `apptainer exec` arguments (e.g. ["--bind", "/scratch"])
+    heartbeat_window_s = 600  # tasks on other hosts stop when `snnbench run` is silent this long
 
     [executor.ray]
     address = ""              # "" = $RAY_ADDRESS, else a new local Ray instance
@@ -53,13 +54,17 @@ class SlurmSettings:
     setup: tuple[str, ...] = ()
     image: str = ""
     container_args: tuple[str, ...] = ()
+    #: seconds without a heartbeat of the submitting ``snnbench run`` after which the array
+    #: tasks on other hosts stop (on its own host they watch its pid)
+    heartbeat_window_s: int = 600
     #: submitit cluster: ``slurm``, or ``local`` (tests, a laptop: no Slurm needed)
     cluster: str = "slurm"
 
     def __post_init__(self) -> None:
         for name in ("gpus_per_node", "cpus_per_task"):
             _check_int(name, getattr(self, name), minimum=0)
-        for name in ("timeout_min", "array_parallelism", "cases_per_task"):
+        for name in ("timeout_min", "array_parallelism", "cases_per_task",
+                     "heartbeat_window_s"):
             _check_int(name, getattr(self, name), minimum=1)
         if self.cluster not in ("slurm", "local"):
             # submitit's "debug" cluster runs pdb on a failure: never
