@@ -684,9 +684,16 @@ def start_run(
         with contextlib.suppress(Exception):
             executor.close()
             manifest = run_dir.read_manifest()
-            manifest.setdefault("executions", []).append(
-                {**executor.describe(), "started_utc": started, "finished_utc": now_utc(),
-                 "interrupted": signal.Signals(termination_signal(exc) or signal.SIGINT).name})
+            stopped = {**executor.describe(), "finished_utc": now_utc(),
+                       "interrupted": signal.Signals(termination_signal(exc) or signal.SIGINT).name}
+            entries = manifest.setdefault("executions", [])
+            # the entry written as it started (a SIGKILL leaves it with finished_utc null)
+            mine = [e for e in entries
+                    if e.get("started_utc") == started and e.get("finished_utc") is None]
+            if mine:
+                mine[-1].update(stopped)
+            else:  # stopped before its entry was written
+                entries.append({**stopped, "started_utc": started})
             manifest.pop("schema_version", None)
             run_dir.write_manifest(manifest)
         raise

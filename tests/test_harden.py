@@ -407,13 +407,15 @@ def test_an_interrupted_execution_is_recorded(tmp_path: Path, process_tag: str) 
         proc.wait()
     assert not wait_until_gone(process_tag)
     executions = json.loads((out / "manifest.json").read_text())["executions"]
-    assert len(executions) == 1 and executions[0]["finished_utc"] is None
+    # one entry, written as it started; the SIGTERM says when and how it stopped
+    assert len(executions) == 1 and executions[0]["interrupted"] == "SIGTERM"
+    assert executions[0]["finished_utc"] and executions[0]["started_utc"]
     assert executions[0]["name"] == "local" and executions[0]["threads"] == 1
     resumed = run_cli("run", "--resume", "--out", str(out), env={**_env(),
                                                                  "SNNBENCH_FAKE_SLOW_S": "0"})
     assert resumed.returncode == 0, resumed.stderr
     executions = json.loads((out / "manifest.json").read_text())["executions"]
-    assert len(executions) == 2 and executions[0]["finished_utc"] is None
+    assert len(executions) == 2 and executions[0]["interrupted"] == "SIGTERM"
     assert executions[1]["finished_utc"]
 
 
