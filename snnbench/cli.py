@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -687,9 +688,15 @@ def env(
 # -- verify -------------------------------------------------------------------------------
 @app.command()
 def verify(
+    ctx: typer.Context,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library version "
         "in its own environment), or 'all'.")] = "all",
+    config: Annotated[str | None, typer.Option(
+        "--config", "-c", help="Check the networks this sweep (a TOML file, or a shipped one "
+        "by name) runs, as 'run' checks each before timing: its adapters, environments and "
+        "cases, T cut to its verify_time_steps; the options given with it override its "
+        "values.")] = None,
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
     neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
@@ -702,6 +709,12 @@ def verify(
     surrogate: Annotated[str, typer.Option(
         help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
     surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
+    layers: Annotated[int, typer.Option(
+        help="Linear+LIF layers (layer l+1 takes layer l's spikes).")] = 1,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Linear layers with a bias.")
+                    ] = True,
+    input_kind: Annotated[str, typer.Option(
+        help="gaussian (current) or bernoulli (spikes).")] = "gaussian",
     dump: Annotated[Path | None, typer.Option(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder "
         "(new, empty, or holding earlier dumps only).",
@@ -712,6 +725,11 @@ def verify(
         "offline.")] = "",
 ) -> None:
     """Check every adapter's spikes and gradients against the reference.
+
+    The defaults check the spec's own network (reset subtract and zero, reset detached,
+    fast_sigmoid slope 25, T=50, B=4), not the one a plain 'snnbench run' times (the default
+    config: reset zero, not detached, sigmoid slope 4, B=16); '--config default' checks
+    exactly those.
 
     --adapters spikingjelly@0.0.0.0.14 checks that library version in its own environment.
     Exit 0 when every check that ran matched, 1 on a mismatch or a broken check, 2 when
@@ -730,12 +748,17 @@ def verify(
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
         batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
         detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
-        timeout_s=timeout, wheelhouse=wheelhouse,
+        timeout_s=timeout, wheelhouse=wheelhouse, layers=layers, bias=bias,
+        input_kind=input_kind,
     )
     # the same validation a run applies, before any folder is made or process started
-    RunConfig(network={"time_steps": steps, "batch_size": batch_size, "dtype": dtype,
-                       "surrogate": surrogate, "surrogate_slope": surrogate_slope},
-              ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
+    network = {"time_steps": steps, "batch_size": batch_size, "dtype": dtype, "layers": layers,
+               "surrogate": surrogate, "surrogate_slope": surrogate_slope, "bias": bias,
+               "input_kind": input_kind}
+    RunConfig(network=network).with_overrides({"timeout_s": timeout},
+                                              {"neurons": request.neurons})
+    if config is not None:
+        request = replace(request, config=_verify_config(ctx, config, request, network))
     if dump is not None:
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
@@ -754,8 +777,7 @@ def verify(
                                                    and checked[0][i] != "none")]
     fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
              if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
-    title = (f"equivalence with the reference: T={steps} B={batch_size} {dtype} {surrogate} "
-             f"slope {surrogate_slope:g} {device} " + " ".join(fixed))
+    title = "equivalence with the reference: " + " ".join(fixed)
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   padding=(0, 1, 0, 0))
     for i in keep:
@@ -794,6 +816,33 @@ def verify(
                                               if len(rows) > len(checked) else ""),
                   highlight=False)
     raise typer.Exit(code)
+
+
+def _verify_config(ctx: typer.Context, name: str, request: Any,
+                   network: dict[str, Any]) -> RunConfig:
+    """The sweep ``verify --config`` checks: the config, with the options given on the command
+    line (not their defaults) overriding its values as they would on ``run``."""
+    def given(option: str) -> bool:
+        source = ctx.get_parameter_source(option)
+        return source is not None and source.name != "DEFAULT"
+
+    run_overrides: dict[str, Any] = {}
+    for option, key, value in (("adapters", "adapters", request.adapters),
+                               ("device", "device", request.device),
+                               ("timeout", "timeout_s", request.timeout_s),
+                               ("wheelhouse", "wheelhouse", request.wheelhouse)):
+        if given(option):
+            run_overrides[key] = value
+    overrides = {key: [value] for key, value in network.items()
+                 if given({"time_steps": "steps"}.get(key, key))}
+    if given("neurons"):
+        overrides["neurons"] = list(request.neurons)
+    if given("reset"):
+        overrides["reset"] = list(request.resets)
+    if given("detach_reset") and request.detach_reset != "auto":  # auto: the config's own
+        overrides["detach_reset"] = {"true": [True], "false": [False],
+                                     "both": [True, False]}[request.detach_reset]
+    return build_config(name, run_overrides, overrides)
 
 
 # -- report / compare ---------------------------------------------------------------------

@@ -525,3 +525,52 @@ def test_an_empty_item_in_a_list_flag_is_refused(tmp_path: Path) -> None:
     _one_line_error(_invoke("run", "--adapters", "null", "--neurons", "1,,2", "--out", str(out)),
                     "--neurons has an empty item")
     assert not out.exists()
+
+
+# -- item 17: verify checks every network an adapter declares, and the networks a config runs --
+def test_verify_checks_layers_bias_input_kind_and_a_config_s_networks(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from snnbench.spec import NetworkSpec
+
+    base = ["verify", "--neurons", "8", "--steps", "6", "--reset", "zero"]
+    # one layer with a bias (verify's default network) hides both planted defects
+    hidden = _invoke(*base, "--adapters", "fake-wrong-deep,fake-always-bias")
+    assert hidden.exit_code == 0, hidden.stdout + hidden.stderr
+    deep = _invoke(*base, "--adapters", "fake-wrong-deep", "--layers", "3")
+    assert deep.exit_code == 1 and "mismatch" in deep.stdout and "L=3" in deep.stdout
+    assert "weight-gradient cosine" in deep.stdout
+    dump = tmp_path / "dump"
+    free = _invoke(*base, "--adapters", "fake-always-bias,fake-ok", "--no-bias",
+                   "--input-kind", "bernoulli", "--dump", str(dump))
+    assert free.exit_code == 1 and "FAILED: 1 of 2 checks" in free.stdout, free.stdout
+    with np.load(dump / "fake-ok-default-zero.npz") as z:
+        spec = NetworkSpec.from_dict(json.loads(str(z["spec_json"])))
+    assert (spec.bias, spec.input_kind) == (False, "bernoulli")
+
+    config = tmp_path / "deep.toml"
+    config.write_text('[run]\nadapters = ["fake-ok", "fake-wrong-deep"]\nverify_time_steps = 5\n'
+                      '[network]\nbatch_size = 2\ntime_steps = 40\nlayers = 2\nbias = false\n'
+                      'input_kind = "bernoulli"\nreset = "zero"\n[[sweep]]\nneurons = [4, 8]\n')
+    dumps = tmp_path / "config-dumps"
+    swept = _invoke("verify", "--config", str(config), "--dump", str(dumps))
+    assert swept.exit_code == 1, swept.stdout + swept.stderr
+    assert "FAILED: 2 of 4 checks matched the reference" in swept.stdout
+    files = sorted(p.name for p in dumps.glob("*.npz"))
+    assert len(files) == 2 and files[0].startswith("fake-ok-default-zero-")
+    with np.load(dumps / files[0]) as z:
+        spec = NetworkSpec.from_dict(json.loads(str(z["spec_json"])))
+    # the config's network, as the run checks it before timing: T cut to verify_time_steps
+    assert (spec.neurons, spec.layers, spec.bias, spec.input_kind, spec.time_steps,
+            spec.batch_size) == (8, 2, False, "bernoulli", 5, 2)
+    # an option given with --config overrides the config's value
+    one = _invoke("verify", "--config", str(config), "--layers", "1", "--neurons", "8")
+    assert one.exit_code == 0 and "OK: 2 of 2 checks" in one.stdout, one.stdout
+
+
+def test_verify_help_says_how_its_defaults_differ_from_the_default_run() -> None:
+    result = _invoke("verify", "--help")
+    text = " ".join(result.stdout.split())
+    assert "not the one a plain 'snnbench run' times" in text
+    assert "'--config default' checks exactly those" in text
