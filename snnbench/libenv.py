@@ -39,6 +39,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -50,6 +51,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -299,8 +302,8 @@ def resolve(request: EnvironmentRequest, settings: BuildSettings, base: Base) ->
         raise EnvironmentBuildError(f"resolving failed: {message}")
     pins = tuple(line.strip() for line in proc.stdout.splitlines()
                  if line.strip() and not line.lstrip().startswith("#"))
-    if not pins:
-        raise EnvironmentBuildError("resolving gave no packages")
+    if not pins:  # check_installable refuses what leads here; uv may still find nothing
+        raise EnvironmentSpecError(f"environment {request.name}: resolving gave no packages")
     return pins
 
 
@@ -487,11 +490,42 @@ def prepare(requests: Iterable[EnvironmentRequest], settings: BuildSettings,
         if cached(request, settings, base) is not None:
             plans[request.name] = Plan(request)
             continue
+        check_installable(request, settings)
         try:
             plans[request.name] = Plan(request, pins=resolve(request, settings, base))
         except EnvironmentBuildError as exc:  # reported in the rows of this environment
             plans[request.name] = Plan(request, error=str(exc))
     return plans
+
+
+def check_installable(request: EnvironmentRequest, settings: BuildSettings) -> None:
+    """Refuse, as the user's input (exit 2, before anything is written), what uv would turn
+    into an ``unavailable`` row: a wheelhouse that is not a folder, a ``file://`` requirement
+    whose file is missing, and requirements whose markers all exclude this interpreter (an
+    environment with nothing to install)."""
+    house = settings.wheelhouse
+    if house is not None and not house.is_dir():
+        why = "is not a folder" if house.exists() else "does not exist"
+        raise EnvironmentSpecError(f"environment {request.name}: the wheelhouse {house} {why}")
+    markers: dict[str, str] = {**{k: str(v) for k, v in default_environment().items()},
+                               "extra": ""}
+    applies = []
+    for text in request.requirements:
+        req = Requirement(text)
+        if req.url and req.url.startswith("file:"):
+            path = Path(url2pathname(urlparse(req.url).path))
+            if not path.exists():
+                raise EnvironmentSpecError(
+                    f"environment {request.name}: {text!r} names a file that does not exist: "
+                    f"{path}")
+        if req.marker is None or req.marker.evaluate(markers):
+            applies.append(text)
+    if not applies:
+        listed = ", ".join(map(repr, request.requirements))
+        raise EnvironmentSpecError(
+            f"environment {request.name}: the markers of {listed} exclude this Python "
+            f"({platform.python_version()} on {sys.platform}): the environment would install "
+            "nothing")
 
 
 def build_all(plans: dict[str, Plan], settings: BuildSettings,

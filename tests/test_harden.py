@@ -574,3 +574,43 @@ def test_verify_help_says_how_its_defaults_differ_from_the_default_run() -> None
     text = " ".join(result.stdout.split())
     assert "not the one a plain 'snnbench run' times" in text
     assert "'--config default' checks exactly those" in text
+
+
+# -- item 9: bad environment inputs are exit 2 before anything is written ---------------------
+def test_bad_environment_inputs_are_refused_before_anything_is_written(
+        fake_plugins: Path, tmp_path: Path, monkeypatch: Any) -> None:
+    from tests.test_libenv import make_wheel
+
+    cache = tmp_path / "envs"
+    monkeypatch.setenv("SNNBENCH_ENV_CACHE", str(cache))
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    make_wheel(house, "snnbench-fakelib", "1.0")
+    out = tmp_path / "run"
+    small = ["--neurons", "8", "--steps", "4"]
+
+    def config(requirement: str) -> str:
+        path = tmp_path / f"env-{len(list(tmp_path.glob('env-*')))}.toml"
+        path.write_text(f'[run]\nadapters = ["fake-ok", "fake-ok@mine"]\n'
+                        f'[network]\nsurrogate = "fast_sigmoid"\n'
+                        f'[environments.mine]\nrequirements = [{json.dumps(requirement)}]\n')
+        return str(path)
+
+    for args, message in (
+            (["--adapters", "fake-ok,fake-lib@1.0", "--wheelhouse", str(tmp_path / "nope")],
+             f"the wheelhouse {tmp_path / 'nope'} does not exist"),
+            (["--adapters", "fake-lib@1.0", "--wheelhouse", config("x")],
+             "is not a folder"),
+            (["--config", config("snnbench-fakelib @ file:///nonexistent.whl")],
+             "names a file that does not exist: /nonexistent.whl"),
+            (["--config", config('snnbench-fakelib==1.0; python_version < "3"'),
+              "--wheelhouse", str(house)],
+             "exclude this Python")):
+        _one_line_error(_invoke("run", *args, *small, "--out", str(out)), message)
+        assert not out.exists() and not cache.exists()
+    # verify and list refuse them alike
+    _one_line_error(_invoke("verify", "--adapters", "fake-lib@1.0", "--wheelhouse",
+                            str(tmp_path / "nope")), "does not exist")
+    _one_line_error(_invoke("list", "--adapters", "fake-lib@1.0", "--wheelhouse",
+                            str(tmp_path / "nope")), "does not exist")
+    assert not cache.exists()
