@@ -600,14 +600,15 @@ def start_run(
         run_id = new_run_id()
         device = resolve_device(config.run.device)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
+        # an --out that cannot be used is refused first, alone: before an executor starts,
+        # an environment is built or the pre-flight check warns
+        RunDir.check_new(out or results_root / run_id)
         if executor is None:
             executor = choose_executor(executor_settings or config.executor, device,
                                        config.run.resolved_threads)
         config = share_threads(config, executor)
         locked: RunDir | None = None
         try:
-            if out is not None:
-                RunDir.check_new(out)
             # environment errors (exit 2) before any write, and every build before any case
             tasks, built = build_environments(tasks, config.run, notify)
             # a noisy machine: warned, or under --strict refused before anything is written;

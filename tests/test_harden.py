@@ -614,3 +614,25 @@ def test_bad_environment_inputs_are_refused_before_anything_is_written(
     _one_line_error(_invoke("list", "--adapters", "fake-lib@1.0", "--wheelhouse",
                             str(tmp_path / "nope")), "does not exist")
     assert not cache.exists()
+
+
+# -- item 10: an --out that cannot be used is checked first, alone ------------------------------
+def test_an_unusable_out_is_refused_first_alone(fake_plugins: Path, tmp_path: Path,
+                                               monkeypatch: Any) -> None:
+    from tests.test_libenv import make_wheel
+
+    cache = tmp_path / "envs"
+    monkeypatch.setenv("SNNBENCH_ENV_CACHE", str(cache))
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    make_wheel(house, "snnbench-fakelib", "1.0")
+    (tmp_path / "a-file").write_text("not a folder\n")
+    # 64 threads on this machine: the pre-flight check would warn, were it reached
+    args = ["--adapters", "fake-ok,fake-lib@1.0", "--wheelhouse", str(house), "--threads", "64",
+            "--neurons", "8", "--steps", "4"]
+    for out, message in ((tmp_path / "a-file" / "run", "a-file is not a folder"),
+                         # a pseudo file system: even root cannot make a folder there
+                         (Path("/proc/snnbench-test-run"), "cannot create output folder")):
+        _one_line_error(_invoke("run", *args, "--out", str(out)), message)
+        assert not cache.exists()  # no environment was built before the refusal
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "wheelhouse"]
