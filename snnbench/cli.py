@@ -517,6 +517,12 @@ def _refuse_foreign_options(settings: Any, given: dict[str, Any]) -> None:
                                                         or not settings.gpus):
         fail("--bind-cpus pins cases to the CPUs nearest their GPU: it needs the local "
              "executor with --gpus")
+    image = settings.slurm.image if settings.name == "slurm" else ""
+    if image and not Path(image).is_file():
+        # up front, on either submitit cluster: else each array task fails in apptainer and
+        # its row says only "the array task failed"
+        why = "is a folder, not an image" if Path(image).is_dir() else "no such Apptainer image"
+        fail(f"--image {image}: {why}")
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:

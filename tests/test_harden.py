@@ -636,3 +636,14 @@ def test_an_unusable_out_is_refused_first_alone(fake_plugins: Path, tmp_path: Pa
         _one_line_error(_invoke("run", *args, "--out", str(out)), message)
         assert not cache.exists()  # no environment was built before the refusal
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "wheelhouse"]
+
+
+# -- item 11 (rest): a missing Apptainer image is refused up front ----------------------------
+def test_a_missing_image_is_refused_up_front(fake_plugins: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    for image, message in ((tmp_path / "nonexistent.sif", "no such Apptainer image"),
+                           (tmp_path, "is a folder, not an image")):
+        result = _invoke("run", "--executor", "slurm", "--slurm-cluster", "local", "--image",
+                         str(image), "--adapters", "fake-ok", "--neurons", "8", "--out", str(out))
+        _one_line_error(result, f"--image {image}: {message}")
+        assert not out.exists()
