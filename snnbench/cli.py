@@ -482,13 +482,18 @@ def run(
         signum = termination_signal(exc)
         code, what = ((128 + signum, f"stopped by {signal.Signals(signum).name}")
                       if signum else (130, "interrupted"))
-        folder = getattr(exc, "run_dir", None) or out
-        where = f" --out {folder}" if folder else ""
-        err_console.print(
-            f"{what}: finished cases are kept, running workers were stopped; finish with "
-            f"'snnbench run --resume{where}'",
-            highlight=False, soft_wrap=True,
-        )
+        folder = getattr(exc, "run_dir", None) or (out if resume else None)
+        if folder is None:
+            # stopped while preparing (an environment build, the pre-flight check): no run
+            # folder exists, so there is nothing to resume
+            err_console.print(f"{what} before the run started: nothing was written",
+                              highlight=False, soft_wrap=True)
+        else:
+            err_console.print(
+                f"{what}: finished cases are kept, running workers were stopped; finish with "
+                f"'snnbench run --resume --out {folder}'",
+                highlight=False, soft_wrap=True,
+            )
         raise typer.Exit(code) from None
     finally:
         if bars:  # a Progress never started would still print an empty line when stopped

@@ -38,6 +38,7 @@ from snnbench.libenv import (
     prepare,
     version_request,
 )
+from snnbench.lifeline import start_reaper, stop_reaper
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.overhead import NULL, PROBES
 from snnbench.preflight import NoiseVerdict, noise_verdict, preflight_check
@@ -481,6 +482,10 @@ def execute(
             progress("start", finished + 1, total, job, None)
 
     work_dir = run_dir.path / JOBS_DIR
+    # this process's threads make the local job folders: were it killed outright, its guard
+    # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
+    reaper = (start_reaper(work_dir, [job.key for job in runnable])
+              if runnable and executor.name == "local" else None)
     records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
     try:
         for record in records:
@@ -491,6 +496,8 @@ def execute(
             records.close()  # type: ignore[attr-defined]
         executor.close()
         clean_work_dir(work_dir, [job.key for job in runnable])
+        if reaper is not None:
+            stop_reaper(reaper)
 
 
 def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
@@ -623,9 +630,11 @@ def start_run(
             if built:
                 manifest["environments"] = [env.to_dict() for env in built]
             run_dir.write_manifest(manifest)
-        except BaseException:  # e.g. a full disk: release (and remove) the lock
+        except BaseException as exc:  # e.g. a full disk: release (and remove) the lock
             if locked is not None:
                 locked.unlock()
+                if isinstance(exc, KeyboardInterrupt):  # the folder is there to resume
+                    exc.run_dir = locked.path  # type: ignore[attr-defined]
             executor.close()
             raise
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
