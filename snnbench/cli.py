@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover - an older typer uses the click package
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment]
 
 from snnbench import __version__
-from snnbench.config import RunConfig, load_config
+from snnbench.config import RunConfig, check_variables, load_config
 from snnbench.errors import UserError
 from snnbench.registry import discover
 
@@ -135,15 +135,14 @@ def _choice(flag: str, given: str, values: list[str], allowed: tuple[str, ...]) 
 
 
 def config_path(name_or_path: str) -> Path:
-    """A config file path; bare names of the shipped configs resolve to the packaged files."""
-    path = Path(name_or_path)
-    if path.exists() or path.suffix:
-        return path
-    from importlib.resources import files
-
+    """A config file path. A shipped config's bare name (``default``) always means the shipped
+    one, even when the current folder holds a file of that name: what a command does must not
+    depend on where it runs. Such a file is named as a path (``./default``)."""
     if name_or_path in BUILTIN_CONFIGS:
+        from importlib.resources import files
+
         return Path(str(files("snnbench.configs").joinpath(f"{name_or_path}.toml")))
-    return path
+    return Path(name_or_path)
 
 
 def _version_callback(value: bool) -> None:
@@ -278,10 +277,11 @@ def build_config(
 def run(
     config: Annotated[str | None, typer.Option(
         "--config", "-c", help="TOML sweep file, or a shipped one by name: "
-        + ", ".join(BUILTIN_CONFIGS) + " (default: default).")] = None,
+        + ", ".join(BUILTIN_CONFIGS) + " (default: default); a shipped name always means "
+        "the shipped config, a file of that name here is ./NAME.")] = None,
     adapters: Annotated[str | None, typer.Option(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library "
-        "version in its own environment, name@ENV for a config's [environments.ENV]), or "
+        "version in its own environment, name@ENV for a config's \\[environments.ENV]), or "
         "'all'.")] = None,
     neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
@@ -770,6 +770,7 @@ def verify(
                                               {"neurons": request.neurons})
     if config is not None:
         request = replace(request, config=_verify_config(ctx, config, request, network))
+    check_variables()
     if dump is not None:
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
@@ -926,6 +927,10 @@ def compare(
         _finite(time_floor_ms, "--time-floor-ms", low=0.0, inclusive=True)
     if mem_floor_mib is not None:
         _finite(mem_floor_mib, "--mem-floor-mib", low=0.0, inclusive=True)
+        # in bytes it must stay a number too (1e308 MiB is not): said with the flag's name,
+        # never the library's parameter
+        if not math.isfinite(mem_floor_mib * 2**20):
+            fail(f"--mem-floor-mib is too large to be a number of bytes: {mem_floor_mib:g}")
     environments: tuple[str, str] | None = None
     if envs is not None:
         names = _split(envs)

@@ -204,10 +204,10 @@ def environment_key(requirements: tuple[str, ...], base: Base) -> str:
 
 def default_cache_dir() -> Path:
     """``$SNNBENCH_ENV_CACHE``, else ``$XDG_CACHE_HOME/snnbench/envs`` (``~/.cache/...``)."""
-    if os.environ.get(CACHE_ENV_VAR):
-        return Path(os.environ[CACHE_ENV_VAR]).expanduser()
+    if os.environ.get(CACHE_ENV_VAR):  # absolute: the manifest records where it built
+        return Path(os.environ[CACHE_ENV_VAR]).expanduser().absolute()
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "snnbench" / "envs"
+    return (Path(root) / "snnbench" / "envs").absolute()
 
 
 @dataclass(frozen=True)
@@ -221,9 +221,10 @@ class BuildSettings:
     @classmethod
     def from_run(cls, env_cache: str = "", wheelhouse: str = "") -> BuildSettings:
         """Settings from the ``[run]`` keys, falling back to the environment variables."""
-        cache = Path(env_cache).expanduser() if env_cache else default_cache_dir()
+        cache = Path(env_cache).expanduser().absolute() if env_cache else default_cache_dir()
         house = wheelhouse or os.environ.get(WHEELHOUSE_ENV_VAR, "")
-        return cls(cache_dir=cache, wheelhouse=Path(house).expanduser() if house else None)
+        return cls(cache_dir=cache,
+                   wheelhouse=Path(house).expanduser().absolute() if house else None)
 
 
 # ------------------------------------------------------------------------------------- uv

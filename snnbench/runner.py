@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.adapter import Adapter
-from snnbench.config import RunConfig, RunSettings
+from snnbench.config import RunConfig, RunSettings, check_variables
 from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
@@ -567,6 +567,7 @@ def start_run(
     given now, any executor works; the recorded one only when it runs no command text the
     folder names, or with ``trust_folder``).
     """
+    check_variables()
     entries = discover()
     if resume:
         if out is None:
@@ -584,6 +585,7 @@ def start_run(
             if executor is None and executor_settings is None and not trust_folder:
                 refuse_recorded_commands(config.executor, out)
             run_dir.case_records()  # a damaged, copied or renamed record: refused before work
+            read_machine_records(run_dir.path)  # and a damaged host record alike
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
@@ -725,8 +727,9 @@ def merge_run(path: Path) -> int:
         records = run_dir.case_records()
         if not records:
             raise StorageError(f"{path} has no case records to merge")
+        hosts = read_machine_records(run_dir.path)  # refused before anything is rewritten
         run_dir.rebuild_tables(run_id)
-        manifest["hosts"] = read_machine_records(run_dir.path)
+        manifest["hosts"] = hosts
         manifest["merged_utc"] = now_utc()
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)

@@ -647,3 +647,78 @@ def test_a_missing_image_is_refused_up_front(fake_plugins: Path, tmp_path: Path)
                          str(image), "--adapters", "fake-ok", "--neurons", "8", "--out", str(out))
         _one_line_error(result, f"--image {image}: {message}")
         assert not out.exists()
+
+
+# -- item 15 (rest): smaller things --------------------------------------------------------------
+def test_a_bad_fused_gemm_variable_is_one_line_before_anything_runs(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("SNNBENCH_FUSED_CPU_GEMM", "garbage")
+    out, dump = tmp_path / "run", tmp_path / "dump"
+    message = "SNNBENCH_FUSED_CPU_GEMM must be onednn or blas (or unset), got 'garbage'"
+    _one_line_error(_invoke("run", "--adapters", "fused", "--out", str(out)), message)
+    _one_line_error(_invoke("verify", "--adapters", "fused", "--dump", str(dump)), message)
+    assert not out.exists() and not dump.exists()
+
+
+def test_a_huge_memory_floor_names_the_flag() -> None:
+    from tests.conftest import REPO
+
+    run = str(REPO / "results" / "baselines" / "cpu-smoke")
+    result = _invoke("compare", run, run, "--mem-floor-mib", "1e308")
+    _one_line_error(result, "--mem-floor-mib is too large")
+    assert "mem_floor_bytes" not in result.stderr
+
+
+def test_a_relative_env_cache_is_recorded_absolute(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "rel.toml"
+    config.write_text('[run]\nadapters = ["null"]\nenv_cache = "my-envs"\nwheelhouse = "wh"\n'
+                      "repeats = 1\nmin_time_s = 0.0\nwarmup = 0\n[network]\nneurons = 4\n"
+                      "time_steps = 2\nbatch_size = 1\n")
+    result = _invoke("run", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.stderr
+    recorded = json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["run"]
+    assert recorded["env_cache"] == str(tmp_path / "my-envs")
+    assert recorded["wheelhouse"] == str(tmp_path / "wh")
+
+
+def test_a_file_named_like_a_shipped_config_does_not_shadow_it(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from snnbench.cli import config_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "default").write_text("this is my own notes file, not TOML\n")
+    assert config_path("default").name == "default.toml"
+    assert config_path("default").read_text().startswith("# What `snnbench run`")
+    assert config_path("./default") == Path("./default")  # the local file, asked for as a path
+    # the shipped default is read (its adapters resolve), not the local file (not TOML)
+    _one_line_error(_invoke("run", "--adapters", "nosuch", "--out", str(tmp_path / "run")),
+                    "nosuch")
+    _one_line_error(_invoke("run", "--config", "./default", "--out", str(tmp_path / "run")),
+                    "not valid TOML")
+
+
+def test_a_damaged_or_misnamed_host_record_is_refused_by_merge_and_resume(
+        tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import REPO
+
+    run = Path(shutil.copytree(REPO / "results" / "baselines" / "cpu-smoke", tmp_path / "run"))
+    (run / "hosts").mkdir()
+    before = _files(run)
+    for name, text, message in (
+            ("node1.json", "{not json", "damaged or not JSON"),
+            ("node1.json", "[1, 2]", "node1.json is not a machine record"),
+            ("node2.json", json.dumps({"host": "node1", "cpu": "x"}),
+             "node2.json is the record of host 'node1'")):
+        (run / "hosts" / name).write_text(text)
+        for args in (["merge", str(run)], ["run", "--resume", "--out", str(run)]):
+            _one_line_error(_invoke(*args), message)
+        (run / "hosts" / name).unlink()
+        assert _files(run) == before  # nothing rewritten before the refusal
+
+
+def test_run_help_shows_the_environments_table_literally() -> None:
+    result = _invoke("run", "--help")
+    assert "[environments.ENV]" in result.stdout
