@@ -722,3 +722,54 @@ def test_a_damaged_or_misnamed_host_record_is_refused_by_merge_and_resume(
 def test_run_help_shows_the_environments_table_literally() -> None:
     result = _invoke("run", "--help")
     assert "[environments.ENV]" in result.stdout
+
+
+# -- item 20: the plugin guide says what a plugin author has to know ---------------------------
+def test_the_plugin_s_own_version_is_recorded_in_every_case_record(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    start_run(_config(["fake-ok"], phases=["step"]), tmp_path / "run", tmp_path, False)
+    record = json.loads(next((tmp_path / "run" / "cases").glob("*.json")).read_text())
+    assert record["library"] == "numpy"
+    # the distribution that registers fake-ok (tests/fake_plugin), beside its library
+    assert record["packages"]["snnbench-fake-adapters"] == "0.1"
+
+
+def test_the_plugin_guide_states_what_the_code_does() -> None:
+    import numpy as np
+
+    from snnbench.reference import run_reference
+    from snnbench.spec import CaseData, NetworkSpec, make_case_data
+    from snnbench.verify import compare_outputs
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    guide = " ".join(readme[readme.index("## Writing a third-party adapter"):
+                            readme.index("## Reports and regression gating")].split())
+    for claim in ("membrane starts at 0", "layer l+1 takes layer l's spikes **of the same step**",
+                  "import that submodule inside `build`", "**What `library` names.**",
+                  "every case record's `packages`", "`verify`'s defaults are **not** the "
+                  "default run's network", "every layer's weight gradient, flattened and joined "
+                  "into one vector", "does not make a mismatch by itself"):
+        assert claim in guide, claim
+    # ... and the code does what the guide says
+    spec = NetworkSpec(neurons=6, batch_size=2, time_steps=5, layers=2)
+    data = make_case_data(spec)
+    ref = run_reference(data)
+    # layer 1 takes layer 0's spikes of the same step: the two layers run one after the other
+    # (each membrane starting at 0) give the two-layer network's spikes
+    single = spec.replace(layers=1)
+    first = run_reference(CaseData(inputs=data.inputs, weights=data.weights[:1],
+                                   biases=data.biases[:1], spec=single)).output_spikes
+    second = run_reference(CaseData(inputs=first, weights=data.weights[1:],
+                                    biases=data.biases[1:], spec=single))
+    assert np.array_equal(second.output_spikes, ref.output_spikes)
+    assert ref.output_spikes.any()  # not trivially equal
+    # one cosine over all layers' weight gradients; a wrong bias gradient alone is no mismatch
+    wrong_bias = [-b for b in ref.grad_biases]
+    eq = compare_outputs(ref.output_spikes, list(ref.grad_weights), wrong_bias, ref)
+    assert eq.grad_cosine > 0.999999 and eq.bias_grad_cosine < 0
+    # a wrong hidden layer counts, inside the one cosine
+    grads = [np.zeros_like(ref.grad_weights[0]), ref.grad_weights[1]]
+    eq = compare_outputs(ref.output_spikes, grads, list(ref.grad_biases), ref)
+    norms = [float(np.linalg.norm(g.astype(np.float64))) for g in ref.grad_weights]
+    assert abs(eq.grad_cosine - norms[1] / np.hypot(*norms)) < 1e-9
