@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -40,7 +41,7 @@ except ImportError:  # pragma: no cover - an older typer uses the click package
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment]
 
 from snnbench import __version__
-from snnbench.config import RunConfig, load_config
+from snnbench.config import RunConfig, check_variables, load_config
 from snnbench.errors import UserError
 from snnbench.registry import discover
 
@@ -134,15 +135,14 @@ def _choice(flag: str, given: str, values: list[str], allowed: tuple[str, ...]) 
 
 
 def config_path(name_or_path: str) -> Path:
-    """A config file path; bare names of the shipped configs resolve to the packaged files."""
-    path = Path(name_or_path)
-    if path.exists() or path.suffix:
-        return path
-    from importlib.resources import files
-
+    """A config file path. A shipped config's bare name (``default``) always means the shipped
+    one, even when the current folder holds a file of that name: what a command does must not
+    depend on where it runs. Such a file is named as a path (``./default``)."""
     if name_or_path in BUILTIN_CONFIGS:
+        from importlib.resources import files
+
         return Path(str(files("snnbench.configs").joinpath(f"{name_or_path}.toml")))
-    return path
+    return Path(name_or_path)
 
 
 def _version_callback(value: bool) -> None:
@@ -277,10 +277,11 @@ def build_config(
 def run(
     config: Annotated[str | None, typer.Option(
         "--config", "-c", help="TOML sweep file, or a shipped one by name: "
-        + ", ".join(BUILTIN_CONFIGS) + " (default: default).")] = None,
+        + ", ".join(BUILTIN_CONFIGS) + " (default: default); a shipped name always means "
+        "the shipped config, a file of that name here is ./NAME.")] = None,
     adapters: Annotated[str | None, typer.Option(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library "
-        "version in its own environment, name@ENV for a config's [environments.ENV]), or "
+        "version in its own environment, name@ENV for a config's \\[environments.ENV]), or "
         "'all'.")] = None,
     neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
@@ -487,13 +488,18 @@ def run(
         signum = termination_signal(exc)
         code, what = ((128 + signum, f"stopped by {signal.Signals(signum).name}")
                       if signum else (130, "interrupted"))
-        folder = getattr(exc, "run_dir", None) or out
-        where = f" --out {folder}" if folder else ""
-        err_console.print(
-            f"{what}: finished cases are kept, running workers were stopped; finish with "
-            f"'snnbench run --resume{where}'",
-            highlight=False, soft_wrap=True,
-        )
+        folder = getattr(exc, "run_dir", None) or (out if resume else None)
+        if folder is None:
+            # stopped while preparing (an environment build, the pre-flight check): no run
+            # folder exists, so there is nothing to resume
+            err_console.print(f"{what} before the run started: nothing was written",
+                              highlight=False, soft_wrap=True)
+        else:
+            err_console.print(
+                f"{what}: finished cases are kept, running workers were stopped; finish with "
+                f"'snnbench run --resume --out {folder}'",
+                highlight=False, soft_wrap=True,
+            )
         raise typer.Exit(code) from None
     finally:
         if bars:  # a Progress never started would still print an empty line when stopped
@@ -522,6 +528,12 @@ def _refuse_foreign_options(settings: Any, given: dict[str, Any]) -> None:
                                                         or not settings.gpus):
         fail("--bind-cpus pins cases to the CPUs nearest their GPU: it needs the local "
              "executor with --gpus")
+    image = settings.slurm.image if settings.name == "slurm" else ""
+    if image and not Path(image).is_file():
+        # up front, on either submitit cluster: else each array task fails in apptainer and
+        # its row says only "the array task failed"
+        why = "is a folder, not an image" if Path(image).is_dir() else "no such Apptainer image"
+        fail(f"--image {image}: {why}")
 
 
 #: the executor options that name text or code to run (runner.recorded_commands), as flags
@@ -724,9 +736,15 @@ def env(
 # -- verify -------------------------------------------------------------------------------
 @app.command()
 def verify(
+    ctx: typer.Context,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library version "
         "in its own environment), or 'all'.")] = "all",
+    config: Annotated[str | None, typer.Option(
+        "--config", "-c", help="Check the networks this sweep (a TOML file, or a shipped one "
+        "by name) runs, as 'run' checks each before timing: its adapters, environments and "
+        "cases, T cut to its verify_time_steps; the options given with it override its "
+        "values.")] = None,
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
     neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
@@ -739,6 +757,12 @@ def verify(
     surrogate: Annotated[str, typer.Option(
         help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
     surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
+    layers: Annotated[int, typer.Option(
+        help="Linear+LIF layers (layer l+1 takes layer l's spikes).")] = 1,
+    bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Linear layers with a bias.")
+                    ] = True,
+    input_kind: Annotated[str, typer.Option(
+        help="gaussian (current) or bernoulli (spikes).")] = "gaussian",
     dump: Annotated[Path | None, typer.Option(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder "
         "(new, empty, or holding earlier dumps only).",
@@ -749,6 +773,11 @@ def verify(
         "offline.")] = "",
 ) -> None:
     """Check every adapter's spikes and gradients against the reference.
+
+    The defaults check the spec's own network (reset subtract and zero, reset detached,
+    fast_sigmoid slope 25, T=50, B=4), not the one a plain 'snnbench run' times (the default
+    config: reset zero, not detached, sigmoid slope 4, B=16); '--config default' checks
+    exactly those.
 
     --adapters spikingjelly@0.0.0.0.14 checks that library version in its own environment.
     Exit 0 when every check that ran matched, 1 on a mismatch or a broken check, 2 when
@@ -767,12 +796,18 @@ def verify(
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
         batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
         detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
-        timeout_s=timeout, wheelhouse=wheelhouse,
+        timeout_s=timeout, wheelhouse=wheelhouse, layers=layers, bias=bias,
+        input_kind=input_kind,
     )
     # the same validation a run applies, before any folder is made or process started
-    RunConfig(network={"time_steps": steps, "batch_size": batch_size, "dtype": dtype,
-                       "surrogate": surrogate, "surrogate_slope": surrogate_slope},
-              ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
+    network = {"time_steps": steps, "batch_size": batch_size, "dtype": dtype, "layers": layers,
+               "surrogate": surrogate, "surrogate_slope": surrogate_slope, "bias": bias,
+               "input_kind": input_kind}
+    RunConfig(network=network).with_overrides({"timeout_s": timeout},
+                                              {"neurons": request.neurons})
+    if config is not None:
+        request = replace(request, config=_verify_config(ctx, config, request, network))
+    check_variables()
     if dump is not None:
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
@@ -791,8 +826,7 @@ def verify(
                                                    and checked[0][i] != "none")]
     fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
              if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
-    title = (f"equivalence with the reference: T={steps} B={batch_size} {dtype} {surrogate} "
-             f"slope {surrogate_slope:g} {device} " + " ".join(fixed))
+    title = "equivalence with the reference: " + " ".join(fixed)
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   padding=(0, 1, 0, 0))
     for i in keep:
@@ -831,6 +865,33 @@ def verify(
                                               if len(rows) > len(checked) else ""),
                   highlight=False)
     raise typer.Exit(code)
+
+
+def _verify_config(ctx: typer.Context, name: str, request: Any,
+                   network: dict[str, Any]) -> RunConfig:
+    """The sweep ``verify --config`` checks: the config, with the options given on the command
+    line (not their defaults) overriding its values as they would on ``run``."""
+    def given(option: str) -> bool:
+        source = ctx.get_parameter_source(option)
+        return source is not None and source.name != "DEFAULT"
+
+    run_overrides: dict[str, Any] = {}
+    for option, key, value in (("adapters", "adapters", request.adapters),
+                               ("device", "device", request.device),
+                               ("timeout", "timeout_s", request.timeout_s),
+                               ("wheelhouse", "wheelhouse", request.wheelhouse)):
+        if given(option):
+            run_overrides[key] = value
+    overrides = {key: [value] for key, value in network.items()
+                 if given({"time_steps": "steps"}.get(key, key))}
+    if given("neurons"):
+        overrides["neurons"] = list(request.neurons)
+    if given("reset"):
+        overrides["reset"] = list(request.resets)
+    if given("detach_reset") and request.detach_reset != "auto":  # auto: the config's own
+        overrides["detach_reset"] = {"true": [True], "false": [False],
+                                     "both": [True, False]}[request.detach_reset]
+    return build_config(name, run_overrides, overrides)
 
 
 # -- report / compare ---------------------------------------------------------------------
@@ -909,6 +970,10 @@ def compare(
         _finite(time_floor_ms, "--time-floor-ms", low=0.0, inclusive=True)
     if mem_floor_mib is not None:
         _finite(mem_floor_mib, "--mem-floor-mib", low=0.0, inclusive=True)
+        # in bytes it must stay a number too (1e308 MiB is not): said with the flag's name,
+        # never the library's parameter
+        if not math.isfinite(mem_floor_mib * 2**20):
+            fail(f"--mem-floor-mib is too large to be a number of bytes: {mem_floor_mib:g}")
     environments: tuple[str, str] | None = None
     if envs is not None:
         names = _split(envs)

@@ -36,6 +36,9 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 #: (OMP_WAIT_POLICY=PASSIVE), ``active`` spins, ``library`` leaves each library's default
 THREAD_WAITS: tuple[str, ...] = ("passive", "active", "library")
 SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkSpec))
+#: environment variables of snnbench's own that take one of a few values (read, as the
+#: adapter reads it, stripped and in lower case): the values snnbench/fused/gemm.py accepts
+CHOICE_VARIABLES: dict[str, tuple[str, ...]] = {"SNNBENCH_FUSED_CPU_GEMM": ("onednn", "blas")}
 
 
 class ConfigError(UserError, ValueError):
@@ -120,6 +123,11 @@ class RunSettings:
         for name in ("env_cache", "wheelhouse"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"{name} must be a path (text), got {shown(getattr(self, name))}")
+            if getattr(self, name):
+                # recorded absolute: a run resumed from another folder must find the same
+                # cache (not build a second one) and the same wheels
+                object.__setattr__(self, name,
+                                   os.path.abspath(os.path.expanduser(getattr(self, name))))
         for name in ("timeout_s", "prepare_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
@@ -344,6 +352,16 @@ def _environments(raw: Any, source: str) -> dict[str, tuple[str, ...]]:
         except EnvironmentSpecError as exc:
             raise ConfigError(str(exc)) from exc
     return environments
+
+
+def check_variables() -> None:
+    """Refuse a :data:`CHOICE_VARIABLES` variable set to another value, before a sweep or a
+    verification starts: else every case of its adapter would be an error row."""
+    for name, allowed in CHOICE_VARIABLES.items():
+        value = os.environ.get(name)
+        if value is not None and value.strip().lower() not in allowed:
+            raise ConfigError(f"environment variable {name} must be {' or '.join(allowed)} "
+                              f"(or unset), got {shown(value)}")
 
 
 def load_config(path: Path) -> RunConfig:

@@ -39,17 +39,20 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
@@ -201,10 +204,10 @@ def environment_key(requirements: tuple[str, ...], base: Base) -> str:
 
 def default_cache_dir() -> Path:
     """``$SNNBENCH_ENV_CACHE``, else ``$XDG_CACHE_HOME/snnbench/envs`` (``~/.cache/...``)."""
-    if os.environ.get(CACHE_ENV_VAR):
-        return Path(os.environ[CACHE_ENV_VAR]).expanduser()
+    if os.environ.get(CACHE_ENV_VAR):  # absolute: the manifest records where it built
+        return Path(os.environ[CACHE_ENV_VAR]).expanduser().absolute()
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "snnbench" / "envs"
+    return (Path(root) / "snnbench" / "envs").absolute()
 
 
 @dataclass(frozen=True)
@@ -218,9 +221,10 @@ class BuildSettings:
     @classmethod
     def from_run(cls, env_cache: str = "", wheelhouse: str = "") -> BuildSettings:
         """Settings from the ``[run]`` keys, falling back to the environment variables."""
-        cache = Path(env_cache).expanduser() if env_cache else default_cache_dir()
+        cache = Path(env_cache).expanduser().absolute() if env_cache else default_cache_dir()
         house = wheelhouse or os.environ.get(WHEELHOUSE_ENV_VAR, "")
-        return cls(cache_dir=cache, wheelhouse=Path(house).expanduser() if house else None)
+        return cls(cache_dir=cache,
+                   wheelhouse=Path(house).expanduser().absolute() if house else None)
 
 
 # ------------------------------------------------------------------------------------- uv
@@ -245,13 +249,56 @@ def _index_flags(settings: BuildSettings) -> list[str]:
     return ["--offline", "--no-index", "--find-links", str(settings.wheelhouse)]
 
 
-def _run_uv(args: list[str], timeout_s: float = UV_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+#: runs uv (argv[2:]) with the kernel's SIGKILL due when this process dies (PR_SET_PDEATHSIG,
+#: kept across exec), unless this process is gone already: a killed sweep leaves no uv behind
+_UV_LAUNCHER = (
+    "import ctypes, os, sys\n"
+    "try:\n    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)\n"
+    "except (OSError, AttributeError):\n    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n    os._exit(137)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+@contextlib.contextmanager
+def _text_files(*texts: str) -> Iterator[list[str]]:
+    """Each text as a ``/dev/fd/N`` path that uv reads like a file: nothing on disk, so a
+    killed sweep leaves no temporary folder. A thread fills each pipe: a text larger than
+    the pipe's buffer must not block before uv reads it."""
+    fds: list[int] = []
+    writers: list[threading.Thread] = []
+    try:
+        for text in texts:
+            read_end, write_end = os.pipe()
+            fds.append(read_end)
+
+            def fill(fd: int = write_end, data: bytes = text.encode()) -> None:
+                with contextlib.suppress(OSError), open(fd, "wb") as pipe:
+                    pipe.write(data)
+
+            writer = threading.Thread(target=fill, name="snnbench-uv-input", daemon=True)
+            writer.start()
+            writers.append(writer)
+        yield [f"/dev/fd/{fd}" for fd in fds]
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # a writer still blocked (uv failed early) gets EPIPE and ends
+        for writer in writers:
+            writer.join(timeout=5)
+
+
+def _run_uv(args: list[str], timeout_s: float = UV_TIMEOUT_S,
+            inputs: Iterable[str] = ()) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)  # uv must act on the interpreter it is given, not this one
     env.setdefault("UV_NO_PROGRESS", "1")
+    fds = tuple(int(path.rsplit("/", 1)[1]) for path in inputs)
+    command = [sys.executable, "-I", "-S", "-c", _UV_LAUNCHER, str(os.getpid()), uv_binary(),
+               *args]
     try:
-        return subprocess.run([uv_binary(), *args], capture_output=True, text=True, env=env,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
+        return subprocess.run(command, capture_output=True, text=True, env=env,
+                              timeout=timeout_s, stdin=subprocess.DEVNULL, pass_fds=fds)
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, 124, "",
                                            f"uv took longer than {timeout_s:g} s; stopped")
@@ -279,13 +326,11 @@ def resolve(request: EnvironmentRequest, settings: BuildSettings, base: Base) ->
     """
     named = {canonicalize_name(Requirement(r).name) for r in request.requirements}
     excluded = sorted(n for n in base.packages if n not in named)
-    with tempfile.TemporaryDirectory(prefix="snnbench-resolve-") as tmp:
-        req_file, exclude_file = Path(tmp) / "requirements.in", Path(tmp) / "excludes.txt"
-        req_file.write_text("\n".join(request.requirements) + "\n")
-        exclude_file.write_text("\n".join(excluded) + "\n")
+    with _text_files("\n".join(request.requirements) + "\n",
+                     "\n".join(excluded) + "\n") as (req_file, exclude_file):
         proc = _run_uv(["pip", "compile", "--python", base.python, "--quiet", "--no-header",
-                        "--no-annotate", "--excludes", str(exclude_file),
-                        *_index_flags(settings), str(req_file)])
+                        "--no-annotate", "--excludes", exclude_file,
+                        *_index_flags(settings), req_file], inputs=(req_file, exclude_file))
     if proc.returncode != 0:
         message = installer_error(proc.stderr or proc.stdout)
         if "No solution found" in proc.stderr:
@@ -299,8 +344,8 @@ def resolve(request: EnvironmentRequest, settings: BuildSettings, base: Base) ->
         raise EnvironmentBuildError(f"resolving failed: {message}")
     pins = tuple(line.strip() for line in proc.stdout.splitlines()
                  if line.strip() and not line.lstrip().startswith("#"))
-    if not pins:
-        raise EnvironmentBuildError("resolving gave no packages")
+    if not pins:  # check_installable refuses what leads here; uv may still find nothing
+        raise EnvironmentSpecError(f"environment {request.name}: resolving gave no packages")
     return pins
 
 
@@ -425,11 +470,9 @@ def _install(path: Path, base: Base, resolved: tuple[str, ...], settings: BuildS
     # addsitedir, not a bare path: the base's own .pth files (editable installs) must run too
     lines = [f"import site; site.addsitedir({d!r})" for d in base.site_dirs]
     (site / BASE_PTH).write_text("\n".join(lines) + "\n")
-    with tempfile.TemporaryDirectory(prefix="snnbench-pins-") as tmp:
-        pins = Path(tmp) / "pins.txt"
-        pins.write_text("\n".join(resolved) + "\n")
+    with _text_files("\n".join(resolved) + "\n") as (pins,):
         proc = _run_uv(["pip", "install", "--python", str(path / "bin" / "python"), "--quiet",
-                        "--no-deps", *_index_flags(settings), "-r", str(pins)])
+                        "--no-deps", *_index_flags(settings), "-r", pins], inputs=(pins,))
     if proc.returncode != 0:
         raise EnvironmentBuildError(f"installing failed: {installer_error(proc.stderr)}")
 
@@ -487,11 +530,42 @@ def prepare(requests: Iterable[EnvironmentRequest], settings: BuildSettings,
         if cached(request, settings, base) is not None:
             plans[request.name] = Plan(request)
             continue
+        check_installable(request, settings)
         try:
             plans[request.name] = Plan(request, pins=resolve(request, settings, base))
         except EnvironmentBuildError as exc:  # reported in the rows of this environment
             plans[request.name] = Plan(request, error=str(exc))
     return plans
+
+
+def check_installable(request: EnvironmentRequest, settings: BuildSettings) -> None:
+    """Refuse, as the user's input (exit 2, before anything is written), what uv would turn
+    into an ``unavailable`` row: a wheelhouse that is not a folder, a ``file://`` requirement
+    whose file is missing, and requirements whose markers all exclude this interpreter (an
+    environment with nothing to install)."""
+    house = settings.wheelhouse
+    if house is not None and not house.is_dir():
+        why = "is not a folder" if house.exists() else "does not exist"
+        raise EnvironmentSpecError(f"environment {request.name}: the wheelhouse {house} {why}")
+    markers: dict[str, str] = {**{k: str(v) for k, v in default_environment().items()},
+                               "extra": ""}
+    applies = []
+    for text in request.requirements:
+        req = Requirement(text)
+        if req.url and req.url.startswith("file:"):
+            path = Path(url2pathname(urlparse(req.url).path))
+            if not path.exists():
+                raise EnvironmentSpecError(
+                    f"environment {request.name}: {text!r} names a file that does not exist: "
+                    f"{path}")
+        if req.marker is None or req.marker.evaluate(markers):
+            applies.append(text)
+    if not applies:
+        listed = ", ".join(map(repr, request.requirements))
+        raise EnvironmentSpecError(
+            f"environment {request.name}: the markers of {listed} exclude this Python "
+            f"({platform.python_version()} on {sys.platform}): the environment would install "
+            "nothing")
 
 
 def build_all(plans: dict[str, Plan], settings: BuildSettings,

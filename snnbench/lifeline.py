@@ -10,6 +10,10 @@
 * :class:`Terminated` lets ``snnbench run`` treat ``SIGTERM`` like ``Ctrl-C``: finished cases
   are kept, running workers are killed, the user gets a ``--resume`` hint.
 
+* :func:`start_reaper` starts a small guard beside a local sweep: when the sweep is killed
+  outright (``SIGKILL``), it removes the job folders the sweep's own threads had made (one
+  made for a worker not started yet, one a finished worker left for the sweep to read).
+
 Only a worker stuck in native code that holds the GIL can escape the handler and the watch
 thread; the next ``--resume`` removes its folder.
 """
@@ -21,9 +25,11 @@ import ctypes
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -145,3 +151,45 @@ def arm(job_dir: Path | None) -> bool:
 
     threading.Thread(target=watch, name="snnbench-lifeline", daemon=True).start()
     return True
+
+
+def start_reaper(work_dir: Path, keys: Sequence[str]) -> subprocess.Popen[bytes]:
+    """A guard process that removes the job folders ``keys`` under ``work_dir`` (and the
+    folder, once empty) if this process dies without doing so. Stop it with :func:`stop_reaper`
+    once the sweep has cleaned up itself."""
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "snnbench.lifeline", str(work_dir), *keys],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, PARENT_PID_VAR: str(os.getpid())},
+        start_new_session=True,  # a Ctrl-C meant for the sweep must not stop its guard
+    )
+
+
+def stop_reaper(reaper: subprocess.Popen[bytes]) -> None:
+    """End the guard: the sweep is over and has removed its job folders itself."""
+    with contextlib.suppress(OSError):
+        reaper.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        reaper.wait(timeout=5)
+        return
+    reaper.kill()
+    reaper.wait()
+
+
+def _reap(work_dir: Path, keys: Sequence[str], parent: int) -> None:
+    """Wait for ``parent`` to die, then remove what its job folders left."""
+    while os.getppid() == parent:
+        time.sleep(WATCH_S)
+    # the parent died without cleaning up (a clean end would have stopped this guard first);
+    # its workers die too and remove their own folders: a few passes catch a worker that was
+    # still writing its result while the first one ran
+    for _ in range(4):
+        for key in keys:
+            shutil.rmtree(work_dir / key, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            work_dir.rmdir()  # only when empty: a cluster task may still own folders there
+        time.sleep(0.25)
+
+
+if __name__ == "__main__":
+    _reap(Path(sys.argv[1]), sys.argv[2:], int(os.environ[PARENT_PID_VAR]))

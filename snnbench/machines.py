@@ -55,15 +55,19 @@ def write_machine_record(run_dir: Path, host: str, executor: str, image: str = "
 
 
 def read_machine_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every host's record, by host name (a damaged one is skipped: the cases still name it)."""
+    """Every host's record, by host name. A damaged one, or one whose file is not named after
+    its host (a copy, a rename), raises :class:`~snnbench.storage.StorageError` naming it:
+    it would go into the manifest's host list (what ``compare`` checks the machines by)."""
     from snnbench.storage import StorageError, read_json
 
     records = []
     for path in sorted((run_dir / HOSTS_DIR).glob("*.json")):
-        try:
-            data = read_json(path)
-        except StorageError:
-            continue
-        if isinstance(data, dict):
-            records.append(data)
+        data = read_json(path)
+        host = data.get("host") if isinstance(data, dict) else None
+        if not isinstance(host, str) or _safe(host) != path.stem:
+            what = (f"is the record of host {host!r}" if isinstance(host, str)
+                    else "is not a machine record")
+            raise StorageError(
+                f"{path} {what}: remove it (a resumed run on that host writes it anew)")
+        records.append(data)
     return records

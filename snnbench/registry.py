@@ -8,7 +8,7 @@ discovery of the others (pluggy's unguarded ``ep.load()`` is the trap avoided he
 from __future__ import annotations
 
 import importlib.metadata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from snnbench.adapter import Adapter, AdapterUnavailable
 
@@ -23,6 +23,9 @@ class AdapterEntry:
     target: str
     adapter_class: type[Adapter] | None
     error: str = ""
+    #: the distribution that registers it (the plugin's own package; ``snnbench`` for the
+    #: shipped adapters): every row records its version in ``packages``
+    distribution: str = ""
 
     def create(self) -> Adapter:
         """An adapter instance, or :class:`AdapterUnavailable` with the load error."""
@@ -59,7 +62,9 @@ def discover() -> dict[str, AdapterEntry]:
     found: dict[str, AdapterEntry] = {}
     for ep in _entry_points():
         if ep.name not in found:
-            found[ep.name] = _load(ep)
+            dist = getattr(ep, "dist", None)
+            name = (dist.metadata["Name"] or "") if dist is not None else ""
+            found[ep.name] = replace(_load(ep), distribution=name)
     return dict(sorted(found.items()))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.adapter import Adapter
-from snnbench.config import RunConfig, RunSettings
+from snnbench.config import RunConfig, RunSettings, check_variables
 from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, case_key, now_utc
 from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
@@ -39,7 +39,7 @@ from snnbench.libenv import (
     prepare,
     version_request,
 )
-from snnbench.lifeline import termination_signal
+from snnbench.lifeline import start_reaper, stop_reaper, termination_signal
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.overhead import NULL, PROBES
 from snnbench.preflight import NoiseVerdict, noise_verdict, preflight_check
@@ -489,6 +489,10 @@ def execute(
             progress("start", min(begun, total), total, job, None)
 
     work_dir = run_dir.path / JOBS_DIR
+    # this process's threads make the local job folders: were it killed outright, its guard
+    # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
+    reaper = (start_reaper(work_dir, [job.key for job in runnable])
+              if runnable and executor.name == "local" else None)
     records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
     try:
         for record in records:
@@ -499,6 +503,8 @@ def execute(
             records.close()  # type: ignore[attr-defined]
         executor.close()
         clean_work_dir(work_dir, [job.key for job in runnable])
+        if reaper is not None:
+            stop_reaper(reaper)
 
 
 def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
@@ -570,6 +576,7 @@ def start_run(
     given now, any executor works; the recorded one only when it runs no command text the
     folder names, or with ``trust_folder``).
     """
+    check_variables()
     entries = discover()
     if resume:
         if out is None:
@@ -587,6 +594,7 @@ def start_run(
             if executor is None and executor_settings is None and not trust_folder:
                 refuse_recorded_commands(config.executor, out)
             run_dir.case_records()  # a damaged, copied or renamed record: refused before work
+            read_machine_records(run_dir.path)  # and a damaged host record alike
             device = str(manifest["settings"]["device"])
             tasks = plan_tasks(config, entries, device)
             tasks, built = build_environments(tasks, config.run, notify)
@@ -613,14 +621,15 @@ def start_run(
             # the manifest's config says how the sweep ran: the flags over the config file
             config = dataclasses.replace(config, executor=executor_settings)
         tasks = plan_tasks(config, entries, device)  # selection errors before any write
+        # an --out that cannot be used is refused first, alone: before an executor starts,
+        # an environment is built or the pre-flight check warns
+        RunDir.check_new(out or results_root / run_id)
         if executor is None:
             executor = choose_executor(config.executor, device, config.run.resolved_threads,
                                        notify)
         config = share_threads(config, executor)
         locked: RunDir | None = None
         try:
-            if out is not None:
-                RunDir.check_new(out)
             # environment errors (exit 2) before any write, and every build before any case
             tasks, built = build_environments(tasks, config.run, notify)
             # a noisy machine: warned, or under --strict refused before anything is written;
@@ -635,9 +644,11 @@ def start_run(
             if built:
                 manifest["environments"] = [env.to_dict() for env in built]
             run_dir.write_manifest(manifest)
-        except BaseException:  # e.g. a full disk: release (and remove) the lock
+        except BaseException as exc:  # e.g. a full disk: release (and remove) the lock
             if locked is not None:
                 locked.unlock()
+                if isinstance(exc, KeyboardInterrupt):  # the folder is there to resume
+                    exc.run_dir = locked.path  # type: ignore[attr-defined]
             executor.close()
             raise
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
@@ -744,8 +755,9 @@ def merge_run(path: Path) -> int:
         records = run_dir.case_records()
         if not records:
             raise StorageError(f"{path} has no case records to merge")
+        hosts = read_machine_records(run_dir.path)  # refused before anything is rewritten
         run_dir.rebuild_tables(run_id)
-        manifest["hosts"] = read_machine_records(run_dir.path)
+        manifest["hosts"] = hosts
         manifest["merged_utc"] = now_utc()
         manifest.pop("schema_version", None)
         run_dir.write_manifest(manifest)

@@ -246,6 +246,25 @@ def check_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> Non
             )
 
 
+def check_creatable(path: Path, flag: str) -> None:
+    """Refuse, leaving nothing behind, an output folder that could not be made or written
+    (a read-only or pseudo file system, a file where a folder goes, no access): a probe
+    folder is made in it, or in its nearest existing parent, and removed at once.
+    ``os.access`` cannot tell: root passes it on a read-only or pseudo file system."""
+    where = path
+    while not (where.exists() or where.is_symlink()) and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise StorageError(f"cannot create output folder {path} ({flag}): {where} is not a "
+                           "folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".snnbench-probe-", dir=where))
+    except OSError as exc:
+        what = "write into" if where == path else "create"
+        raise StorageError(f"cannot {what} output folder {path} ({flag}): "
+                           f"{os_reason(exc)}") from exc
+
+
 def read_json(path: Path) -> Any:
     """Read a JSON file; a damaged one raises :class:`StorageError` naming it."""
     try:
@@ -288,6 +307,7 @@ class RunDir:
                 f"{path} already holds a run: use --resume to finish it, or choose another --out"
             )
         check_folder(path, "--out", _may_hold_new_run)
+        check_creatable(path, "--out")
 
     @classmethod
     def create(cls, path: Path) -> RunDir:

@@ -2,7 +2,8 @@
 
 For each adapter × variant × reset × n the worker builds the network on the same weights and
 input as the NumPy reference and compares spikes and gradients. ``--dump`` writes the arrays
-(time-major, reference layouts) so anyone can re-check an adapter independently.
+(time-major, reference layouts) so anyone can re-check an adapter independently. With a sweep
+config the checks are the networks that config runs, each as ``run`` checks it before timing.
 """
 
 from __future__ import annotations
@@ -28,15 +29,19 @@ from snnbench.runner import (
     make_job,
     parent_record,
     plan_tasks,
+    resolve_device,
     static_skip_reason,
 )
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
 from snnbench.tables import spike_match_text
+from snnbench.verify import verification_spec
 
+#: a column holding one value on every row is shown once, in the table's title
 VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "var", "reset", "detach", "n", "exact", "status", "spikes", "1st diff",
-    "cos dW", "rel err dW", "cos db", "note",
+    "adapter", "var", "reset", "detach", "n", "T", "B", "L", "dtype", "surrogate", "slope",
+    "bias", "input", "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW",
+    "cos db", "note",
 )
 
 
@@ -60,6 +65,13 @@ class VerifyRequest:
     timeout_s: float = 600.0
     #: a folder of wheels to build library environments from, offline ("": the index)
     wheelhouse: str = ""
+    layers: int = 1
+    bias: bool = True
+    input_kind: str = "gaussian"
+    #: a sweep (``--config``): check the networks it runs instead of the fields above, with
+    #: its adapters, environments and run settings, each case as ``run`` checks it before
+    #: timing (T cut to its ``verify_time_steps``)
+    config: RunConfig | None = None
 
 
 def run_verification(
@@ -80,22 +92,30 @@ def run_verification(
     if request.detach_reset not in detach_choices:
         raise ValueError(f"detach-reset must be true, false, both or auto, got "
                          f"{request.detach_reset!r}")
-    config = RunConfig(
-        run=RunSettings(adapters=request.adapters, device=request.device,
-                        timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
-        network={"time_steps": request.time_steps, "batch_size": request.batch_size,
-                 "dtype": request.dtype, "surrogate": request.surrogate,
-                 "surrogate_slope": request.surrogate_slope},
-        sweeps=({"reset": request.resets, "neurons": request.neurons,
-                 "detach_reset": detach_choices[request.detach_reset]},),
-    )
-    tasks = plan_tasks(config, entries, request.device)
-    if request.detach_reset == "auto":
-        tasks = [_supported_detach(task, entries) for task in tasks]
+    if request.config is not None:
+        # the overhead probe computes no LIF: nothing of it to verify
+        config = replace(request.config, run=replace(request.config.run, overhead_probe=False))
+        tasks = list(dict.fromkeys(
+            replace(task, spec=verification_spec(task.spec, config.run.verify_time_steps))
+            for task in plan_tasks(config, entries, resolve_device(config.run.device))))
+    else:
+        config = RunConfig(
+            run=RunSettings(adapters=request.adapters, device=request.device,
+                            timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
+            network={"time_steps": request.time_steps, "batch_size": request.batch_size,
+                     "dtype": request.dtype, "surrogate": request.surrogate,
+                     "surrogate_slope": request.surrogate_slope, "layers": request.layers,
+                     "bias": request.bias, "input_kind": request.input_kind},
+            sweeps=({"reset": request.resets, "neurons": request.neurons,
+                     "detach_reset": detach_choices[request.detach_reset]},),
+        )
+        tasks = plan_tasks(config, entries, request.device)
+        if request.detach_reset == "auto":
+            tasks = [_supported_detach(task, entries) for task in tasks]
     tasks, _ = build_environments(tasks, config.run, notify)
     if request.dump_dir is not None:
         request.dump_dir.mkdir(parents=True, exist_ok=True)
-    largest = max(request.neurons)
+    largest = max((task.spec.neurons for task in tasks), default=0)
     records: list[CaseRecord] = []
     with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as tmp:
         for index, task in enumerate(tasks, start=1):
@@ -127,7 +147,9 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
     if request.dump_dir is not None and task.spec.neurons == largest:
         detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
         env = f"@{task.environment.name}" if task.environment.name else ""
-        name = f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}.npz"
+        # a config's cases may differ in any field: its case id keeps their dumps apart
+        case = f"-{task.spec.case_id}" if request.config is not None else ""
+        name = f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}{case}.npz"
         dump_path = str((request.dump_dir / name).resolve())
     try:
         adapter = entries[task.adapter].create()
@@ -165,8 +187,10 @@ def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
                 declared = "spikes" if r.exact_dynamics else "neither"
         rows.append((
             adapter_label(r.adapter, "", r.environment.name), r.variant, spec.reset,
-            "yes" if spec.detach_reset else "no",
-            str(spec.neurons), declared, r.status,
+            "yes" if spec.detach_reset else "no", str(spec.neurons), str(spec.time_steps),
+            str(spec.batch_size), str(spec.layers), spec.dtype, spec.surrogate,
+            f"{spec.surrogate_slope:g}", "yes" if spec.bias else "no", spec.input_kind, r.device,
+            declared, r.status,
             spike_match_text(float(eq["spike_match"])) if eq else "",
             "" if not eq else ("none" if eq.get("first_diff_step") is None
                                else str(eq["first_diff_step"])),

@@ -250,6 +250,10 @@ def installed_packages(job: Job) -> dict[str, str]:
     environment installed (read here, inside the overlay, so they are the overlay's)."""
     names = TRACKED_PACKAGES + tuple(n for n in pin_names(job.environment.resolved)
                                      if n not in TRACKED_PACKAGES)
+    with contextlib.suppress(KeyError):  # the plugin's own version, beside its library's
+        plugin = get_entry(job.adapter).distribution
+        if plugin and plugin not in names:
+            names += (plugin,)
     return {k: v for k, v in package_versions(names).items() if v is not None}
 
 

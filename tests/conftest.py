@@ -20,8 +20,10 @@ FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
 #: every process the tests start inherits this variable: its value tags them as ours
 TAG_VAR = "SNNBENCH_TEST_TAG"
-#: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers)
-SWEEP_PROCESSES = ("snnbench.worker", "submitit.core._submit", "submitit.local._local")
+#: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers,
+#: the local executor's reaper, uv building a library environment)
+SWEEP_PROCESSES = ("snnbench.worker", "submitit.core._submit", "submitit.local._local",
+                   "snnbench.lifeline", "uv pip compile", "uv pip install", "uv venv")
 
 
 def tagged_processes(tag: str, markers: tuple[str, ...] = SWEEP_PROCESSES) -> list[str]:

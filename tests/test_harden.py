@@ -550,3 +550,251 @@ def test_an_empty_item_in_a_list_flag_is_refused(tmp_path: Path) -> None:
     _one_line_error(_invoke("run", "--adapters", "null", "--neurons", "1,,2", "--out", str(out)),
                     "--neurons has an empty item")
     assert not out.exists()
+
+
+# -- item 17: verify checks every network an adapter declares, and the networks a config runs --
+def test_verify_checks_layers_bias_input_kind_and_a_config_s_networks(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from snnbench.spec import NetworkSpec
+
+    base = ["verify", "--neurons", "8", "--steps", "6", "--reset", "zero"]
+    # one layer with a bias (verify's default network) hides both planted defects
+    hidden = _invoke(*base, "--adapters", "fake-wrong-deep,fake-always-bias")
+    assert hidden.exit_code == 0, hidden.stdout + hidden.stderr
+    deep = _invoke(*base, "--adapters", "fake-wrong-deep", "--layers", "3")
+    assert deep.exit_code == 1 and "mismatch" in deep.stdout and "L=3" in deep.stdout
+    assert "weight-gradient cosine" in deep.stdout
+    dump = tmp_path / "dump"
+    free = _invoke(*base, "--adapters", "fake-always-bias,fake-ok", "--no-bias",
+                   "--input-kind", "bernoulli", "--dump", str(dump))
+    assert free.exit_code == 1 and "FAILED: 1 of 2 checks" in free.stdout, free.stdout
+    with np.load(dump / "fake-ok-default-zero.npz") as z:
+        spec = NetworkSpec.from_dict(json.loads(str(z["spec_json"])))
+    assert (spec.bias, spec.input_kind) == (False, "bernoulli")
+
+    config = tmp_path / "deep.toml"
+    config.write_text('[run]\nadapters = ["fake-ok", "fake-wrong-deep"]\nverify_time_steps = 5\n'
+                      '[network]\nbatch_size = 2\ntime_steps = 40\nlayers = 2\nbias = false\n'
+                      'input_kind = "bernoulli"\nreset = "zero"\n[[sweep]]\nneurons = [4, 8]\n')
+    dumps = tmp_path / "config-dumps"
+    swept = _invoke("verify", "--config", str(config), "--dump", str(dumps))
+    assert swept.exit_code == 1, swept.stdout + swept.stderr
+    assert "FAILED: 2 of 4 checks matched the reference" in swept.stdout
+    files = sorted(p.name for p in dumps.glob("*.npz"))
+    assert len(files) == 2 and files[0].startswith("fake-ok-default-zero-")
+    with np.load(dumps / files[0]) as z:
+        spec = NetworkSpec.from_dict(json.loads(str(z["spec_json"])))
+    # the config's network, as the run checks it before timing: T cut to verify_time_steps
+    assert (spec.neurons, spec.layers, spec.bias, spec.input_kind, spec.time_steps,
+            spec.batch_size) == (8, 2, False, "bernoulli", 5, 2)
+    # an option given with --config overrides the config's value
+    one = _invoke("verify", "--config", str(config), "--layers", "1", "--neurons", "8")
+    assert one.exit_code == 0 and "OK: 2 of 2 checks" in one.stdout, one.stdout
+
+
+def test_verify_help_says_how_its_defaults_differ_from_the_default_run() -> None:
+    result = _invoke("verify", "--help")
+    text = " ".join(result.stdout.split())
+    assert "not the one a plain 'snnbench run' times" in text
+    assert "'--config default' checks exactly those" in text
+
+
+# -- item 9: bad environment inputs are exit 2 before anything is written ---------------------
+def test_bad_environment_inputs_are_refused_before_anything_is_written(
+        fake_plugins: Path, tmp_path: Path, monkeypatch: Any) -> None:
+    from tests.test_libenv import make_wheel
+
+    cache = tmp_path / "envs"
+    monkeypatch.setenv("SNNBENCH_ENV_CACHE", str(cache))
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    make_wheel(house, "snnbench-fakelib", "1.0")
+    out = tmp_path / "run"
+    small = ["--neurons", "8", "--steps", "4"]
+
+    def config(requirement: str) -> str:
+        path = tmp_path / f"env-{len(list(tmp_path.glob('env-*')))}.toml"
+        path.write_text(f'[run]\nadapters = ["fake-ok", "fake-ok@mine"]\n'
+                        f'[network]\nsurrogate = "fast_sigmoid"\n'
+                        f'[environments.mine]\nrequirements = [{json.dumps(requirement)}]\n')
+        return str(path)
+
+    for args, message in (
+            (["--adapters", "fake-ok,fake-lib@1.0", "--wheelhouse", str(tmp_path / "nope")],
+             f"the wheelhouse {tmp_path / 'nope'} does not exist"),
+            (["--adapters", "fake-lib@1.0", "--wheelhouse", config("x")],
+             "is not a folder"),
+            (["--config", config("snnbench-fakelib @ file:///nonexistent.whl")],
+             "names a file that does not exist: /nonexistent.whl"),
+            (["--config", config('snnbench-fakelib==1.0; python_version < "3"'),
+              "--wheelhouse", str(house)],
+             "exclude this Python")):
+        _one_line_error(_invoke("run", *args, *small, "--out", str(out)), message)
+        assert not out.exists() and not cache.exists()
+    # verify and list refuse them alike
+    _one_line_error(_invoke("verify", "--adapters", "fake-lib@1.0", "--wheelhouse",
+                            str(tmp_path / "nope")), "does not exist")
+    _one_line_error(_invoke("list", "--adapters", "fake-lib@1.0", "--wheelhouse",
+                            str(tmp_path / "nope")), "does not exist")
+    assert not cache.exists()
+
+
+# -- item 10: an --out that cannot be used is checked first, alone ------------------------------
+def test_an_unusable_out_is_refused_first_alone(fake_plugins: Path, tmp_path: Path,
+                                               monkeypatch: Any) -> None:
+    from tests.test_libenv import make_wheel
+
+    cache = tmp_path / "envs"
+    monkeypatch.setenv("SNNBENCH_ENV_CACHE", str(cache))
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    make_wheel(house, "snnbench-fakelib", "1.0")
+    (tmp_path / "a-file").write_text("not a folder\n")
+    # 64 threads on this machine: the pre-flight check would warn, were it reached
+    args = ["--adapters", "fake-ok,fake-lib@1.0", "--wheelhouse", str(house), "--threads", "64",
+            "--neurons", "8", "--steps", "4"]
+    for out, message in ((tmp_path / "a-file" / "run", "a-file is not a folder"),
+                         # a pseudo file system: even root cannot make a folder there
+                         (Path("/proc/snnbench-test-run"), "cannot create output folder")):
+        _one_line_error(_invoke("run", *args, "--out", str(out)), message)
+        assert not cache.exists()  # no environment was built before the refusal
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "wheelhouse"]
+
+
+# -- item 11 (rest): a missing Apptainer image is refused up front ----------------------------
+def test_a_missing_image_is_refused_up_front(fake_plugins: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    for image, message in ((tmp_path / "nonexistent.sif", "no such Apptainer image"),
+                           (tmp_path, "is a folder, not an image")):
+        result = _invoke("run", "--executor", "slurm", "--slurm-cluster", "local", "--image",
+                         str(image), "--adapters", "fake-ok", "--neurons", "8", "--out", str(out))
+        _one_line_error(result, f"--image {image}: {message}")
+        assert not out.exists()
+
+
+# -- item 15 (rest): smaller things --------------------------------------------------------------
+def test_a_bad_fused_gemm_variable_is_one_line_before_anything_runs(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("SNNBENCH_FUSED_CPU_GEMM", "garbage")
+    out, dump = tmp_path / "run", tmp_path / "dump"
+    message = "SNNBENCH_FUSED_CPU_GEMM must be onednn or blas (or unset), got 'garbage'"
+    _one_line_error(_invoke("run", "--adapters", "fused", "--out", str(out)), message)
+    _one_line_error(_invoke("verify", "--adapters", "fused", "--dump", str(dump)), message)
+    assert not out.exists() and not dump.exists()
+
+
+def test_a_huge_memory_floor_names_the_flag() -> None:
+    from tests.conftest import REPO
+
+    run = str(REPO / "results" / "baselines" / "cpu-smoke")
+    result = _invoke("compare", run, run, "--mem-floor-mib", "1e308")
+    _one_line_error(result, "--mem-floor-mib is too large")
+    assert "mem_floor_bytes" not in result.stderr
+
+
+def test_a_relative_env_cache_is_recorded_absolute(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "rel.toml"
+    config.write_text('[run]\nadapters = ["null"]\nenv_cache = "my-envs"\nwheelhouse = "wh"\n'
+                      "repeats = 1\nmin_time_s = 0.0\nwarmup = 0\n[network]\nneurons = 4\n"
+                      "time_steps = 2\nbatch_size = 1\n")
+    result = _invoke("run", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.stderr
+    recorded = json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]["run"]
+    assert recorded["env_cache"] == str(tmp_path / "my-envs")
+    assert recorded["wheelhouse"] == str(tmp_path / "wh")
+
+
+def test_a_file_named_like_a_shipped_config_does_not_shadow_it(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    from snnbench.cli import config_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "default").write_text("this is my own notes file, not TOML\n")
+    assert config_path("default").name == "default.toml"
+    assert config_path("default").read_text().startswith("# What `snnbench run`")
+    assert config_path("./default") == Path("./default")  # the local file, asked for as a path
+    # the shipped default is read (its adapters resolve), not the local file (not TOML)
+    _one_line_error(_invoke("run", "--adapters", "nosuch", "--out", str(tmp_path / "run")),
+                    "nosuch")
+    _one_line_error(_invoke("run", "--config", "./default", "--out", str(tmp_path / "run")),
+                    "not valid TOML")
+
+
+def test_a_damaged_or_misnamed_host_record_is_refused_by_merge_and_resume(
+        tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import REPO
+
+    run = Path(shutil.copytree(REPO / "results" / "baselines" / "cpu-smoke", tmp_path / "run"))
+    (run / "hosts").mkdir()
+    before = _files(run)
+    for name, text, message in (
+            ("node1.json", "{not json", "damaged or not JSON"),
+            ("node1.json", "[1, 2]", "node1.json is not a machine record"),
+            ("node2.json", json.dumps({"host": "node1", "cpu": "x"}),
+             "node2.json is the record of host 'node1'")):
+        (run / "hosts" / name).write_text(text)
+        for args in (["merge", str(run)], ["run", "--resume", "--out", str(run)]):
+            _one_line_error(_invoke(*args), message)
+        (run / "hosts" / name).unlink()
+        assert _files(run) == before  # nothing rewritten before the refusal
+
+
+def test_run_help_shows_the_environments_table_literally() -> None:
+    result = _invoke("run", "--help")
+    assert "[environments.ENV]" in result.stdout
+
+
+# -- item 20: the plugin guide says what a plugin author has to know ---------------------------
+def test_the_plugin_s_own_version_is_recorded_in_every_case_record(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    start_run(_config(["fake-ok"], phases=["step"]), tmp_path / "run", tmp_path, False)
+    record = json.loads(next((tmp_path / "run" / "cases").glob("*.json")).read_text())
+    assert record["library"] == "numpy"
+    # the distribution that registers fake-ok (tests/fake_plugin), beside its library
+    assert record["packages"]["snnbench-fake-adapters"] == "0.1"
+
+
+def test_the_plugin_guide_states_what_the_code_does() -> None:
+    import numpy as np
+
+    from snnbench.reference import run_reference
+    from snnbench.spec import CaseData, NetworkSpec, make_case_data
+    from snnbench.verify import compare_outputs
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    guide = " ".join(readme[readme.index("## Writing a third-party adapter"):
+                            readme.index("## Reports and regression gating")].split())
+    for claim in ("membrane starts at 0", "layer l+1 takes layer l's spikes **of the same step**",
+                  "import that submodule inside `build`", "**What `library` names.**",
+                  "every case record's `packages`", "`verify`'s defaults are **not** the "
+                  "default run's network", "every layer's weight gradient, flattened and joined "
+                  "into one vector", "does not make a mismatch by itself"):
+        assert claim in guide, claim
+    # ... and the code does what the guide says
+    spec = NetworkSpec(neurons=6, batch_size=2, time_steps=5, layers=2)
+    data = make_case_data(spec)
+    ref = run_reference(data)
+    # layer 1 takes layer 0's spikes of the same step: the two layers run one after the other
+    # (each membrane starting at 0) give the two-layer network's spikes
+    single = spec.replace(layers=1)
+    first = run_reference(CaseData(inputs=data.inputs, weights=data.weights[:1],
+                                   biases=data.biases[:1], spec=single)).output_spikes
+    second = run_reference(CaseData(inputs=first, weights=data.weights[1:],
+                                    biases=data.biases[1:], spec=single))
+    assert np.array_equal(second.output_spikes, ref.output_spikes)
+    assert ref.output_spikes.any()  # not trivially equal
+    # one cosine over all layers' weight gradients; a wrong bias gradient alone is no mismatch
+    wrong_bias = [-b for b in ref.grad_biases]
+    eq = compare_outputs(ref.output_spikes, list(ref.grad_weights), wrong_bias, ref)
+    assert eq.grad_cosine > 0.999999 and eq.bias_grad_cosine < 0
+    # a wrong hidden layer counts, inside the one cosine
+    grads = [np.zeros_like(ref.grad_weights[0]), ref.grad_weights[1]]
+    eq = compare_outputs(ref.output_spikes, grads, list(ref.grad_biases), ref)
+    norms = [float(np.linalg.norm(g.astype(np.float64))) for g in ref.grad_weights]
+    assert abs(eq.grad_cosine - norms[1] / np.hypot(*norms)) < 1e-9

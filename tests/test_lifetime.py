@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -155,3 +156,81 @@ def test_the_leak_check_finds_an_orphaned_worker(process_tag: str) -> None:
     assert len(found) == 1 and "snnbench.worker" in found[0]
     os.kill(int(found[0].split()[1]), signal.SIGKILL)
     assert wait_until_gone(process_tag) == []
+
+
+# -- issue 21, item 14: stops leave nothing behind ---------------------------------------------
+@pytest.mark.slow
+def test_sigkill_under_jobs_2_leaves_no_job_folder(tmp_path: Path, process_tag: str) -> None:
+    """Killed at any moment, also between two cases (a folder made, its worker not started
+    yet, or a worker gone and its folder not yet removed): no job folder is left."""
+    for attempt, delay in enumerate((0.0, 0.35, 0.7, 1.1)):
+        out = tmp_path / f"run{attempt}"
+        env = {**os.environ, **_env(process_tag, 0.0)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snnbench", "run", "--adapters", "fake-ok", "--neurons",
+             ",".join(str(n) for n in range(4, 40)), "--steps", "3", "--batch-size", "2",
+             "--repeats", "1", "--warmup", "0", "--threads", "1", "--device", "cpu",
+             "--config", "ci-smoke", "--jobs", "2", "--out", str(out)],
+            env=env, cwd=REPO, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 180
+        while not (out / "cases").is_dir() or not list((out / "cases").glob("*.json")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(delay)
+        proc.kill()
+        proc.communicate(timeout=60)
+        assert wait_until_gone(process_tag, timeout=30) == []
+        left = sorted(p.name for p in (out / "jobs").iterdir()) if (out / "jobs").exists() \
+            else []
+        assert left == [], (attempt, left)
+
+
+def _hanging_index() -> tuple[socket.socket, str]:
+    """An index that accepts connections and never answers: uv waits in the resolve."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    return server, f"http://127.0.0.1:{server.getsockname()[1]}/simple"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_stop_during_an_environment_build_leaves_nothing(
+        tmp_path: Path, process_tag: str, sig: signal.Signals) -> None:
+    from tests.conftest import tagged_processes
+
+    server, index = _hanging_index()
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    out = tmp_path / "run"
+    env = {**os.environ, **_env(process_tag, 0.0), "UV_DEFAULT_INDEX": index,
+           "UV_INDEX_URL": index, "UV_HTTP_TIMEOUT": "120", "UV_HTTP_RETRIES": "0",
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "TMPDIR": str(private_tmp),
+           "SNNBENCH_ENV_CACHE": str(tmp_path / "envs")}
+    for name in ("UV_OFFLINE", "SNNBENCH_WHEELHOUSE", "HTTP_PROXY", "HTTPS_PROXY",
+                 "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(name, None)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "snnbench", "run", "--adapters", "fake-ok,fake-lib@1.0",
+             "--neurons", "8", "--steps", "3", "--out", str(out)],
+            env=env, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not tagged_processes(process_tag, ("uv pip compile",)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.3)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        server.close()
+    assert proc.returncode == {signal.SIGKILL: -9, signal.SIGTERM: 143}[sig], stderr
+    # uv dies with its parent (not seconds later), and nothing of the build stays in the
+    # temporary folder
+    assert wait_until_gone(process_tag, timeout=1.0) == []
+    assert sorted(p.name for p in private_tmp.iterdir()) == []
+    assert not out.exists()
+    if sig == signal.SIGTERM:
+        lines = stderr.strip().splitlines()
+        assert lines[-1] == "stopped by SIGTERM before the run started: nothing was written", \
+            stderr
+        assert "--resume" not in stderr and "Traceback" not in stderr

@@ -52,6 +52,11 @@ class NumpyModel(Model):
             # right spikes, wrong gradients: a surrogate planted on purpose (issue 21, item 16)
             weights = [np.random.default_rng(1).standard_normal(w.shape).astype(w.dtype)
                        for w in weights]
+        if self.fault == "wrong-deep":
+            # the hidden layers' gradients wrong, the last layer's right: only a network of
+            # two or more layers shows it (issue 21, item 17)
+            weights = [np.random.default_rng(1).standard_normal(w.shape).astype(w.dtype)
+                       for w in weights[:-1]] + weights[-1:]
         self.grads = (weights, list(self.result.grad_biases))
 
     def zero_grad(self) -> None:
@@ -172,6 +177,24 @@ class WrongGradientAdapter(_Base):
 
     name = "fake-wrong-grad"
     fault = "wrong-grad"
+
+
+class WrongDeepAdapter(_Base):
+    """Right on one layer, wrong hidden-layer gradients on more (issue 21, item 17)."""
+
+    name = "fake-wrong-deep"
+    fault = "wrong-deep"
+
+
+class AlwaysBiasAdapter(_Base):
+    """Adds a bias even to a bias-free network: right only while the spec has a bias."""
+
+    name = "fake-always-bias"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        from snnbench.spec import make_case_data
+
+        return NumpyModel(make_case_data(spec.replace(bias=True)))
 
 
 class MissingAdapter(_Base):
