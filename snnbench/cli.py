@@ -260,6 +260,10 @@ def run(
     layers: Annotated[int | None, typer.Option(help="Linear+LIF layers.")] = None,
     dtype: Annotated[str | None, typer.Option(
         help="float32, bfloat16 or float16 (comma list allowed).")] = None,
+    precision: Annotated[str | None, typer.Option(
+        help="Matmul precision (the spec's matmul_precision; comma list allowed): strict, "
+        "tf32, amp-bf16 or amp-fp16 (automatic mixed precision: float32 weights, state and "
+        "gradients, 16-bit matmuls).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto.")] = None,
     reset: Annotated[str | None, typer.Option(help="subtract, zero or both.")] = None,
     detach_reset: Annotated[bool | None, typer.Option(
@@ -377,6 +381,8 @@ def run(
             network_overrides[key] = [ivalue]
     if dtype is not None:
         network_overrides["dtype"] = _split(dtype)
+    if precision is not None:
+        network_overrides["matmul_precision"] = _split(precision)
     if reset is not None:
         network_overrides["reset"] = ["subtract", "zero"] if reset == "both" else _split(reset)
     if detach_reset is not None:
@@ -631,6 +637,9 @@ def verify(
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
     batch_size: Annotated[int, typer.Option(help="Batch size B.")] = 4,
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    precision: Annotated[str, typer.Option(
+        help="Matmul precision: strict, tf32, amp-bf16 or amp-fp16 (automatic mixed "
+        "precision, checked against the reference's autocast emulation).")] = "strict",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     detach_reset: Annotated[str, typer.Option(
         help="true, false, both, or auto (the spec default where supported, else the "
@@ -664,12 +673,14 @@ def verify(
     request = VerifyRequest(
         adapters=tuple(_split(adapters)), resets=tuple(resets),
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
-        batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+        batch_size=batch_size, dtype=dtype, matmul_precision=precision, device=device,
+        dump_dir=dump,
         detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
         timeout_s=timeout, wheelhouse=wheelhouse,
     )
     # the same validation a run applies, before any folder is made or process started
     RunConfig(network={"time_steps": steps, "batch_size": batch_size, "dtype": dtype,
+                       "matmul_precision": precision,
                        "surrogate": surrogate, "surrogate_slope": surrogate_slope},
               ).with_overrides({"timeout_s": timeout}, {"neurons": request.neurons})
     if dump is not None:
@@ -689,7 +700,8 @@ def verify(
                                                    and checked[0][i] != "none")]
     fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
              if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
-    title = (f"equivalence with the reference: T={steps} B={batch_size} {dtype} {surrogate} "
+    shown_dtype = dtype if precision == "strict" else f"{dtype} {precision}"
+    title = (f"equivalence with the reference: T={steps} B={batch_size} {shown_dtype} {surrogate} "
              f"slope {surrogate_slope:g} {device} " + " ".join(fixed))
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   padding=(0, 1, 0, 0))

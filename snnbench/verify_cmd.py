@@ -49,6 +49,8 @@ class VerifyRequest:
     time_steps: int = 50
     batch_size: int = 4
     dtype: str = "float32"
+    #: the spec's ``matmul_precision`` (``amp-bf16``/``amp-fp16``: automatic mixed precision)
+    matmul_precision: str = "strict"
     device: str = "cpu"
     #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
     #: it, else the rule it does support (the table shows which was checked)
@@ -83,7 +85,8 @@ def run_verification(
         run=RunSettings(adapters=request.adapters, device=request.device,
                         timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
         network={"time_steps": request.time_steps, "batch_size": request.batch_size,
-                 "dtype": request.dtype, "surrogate": request.surrogate,
+                 "dtype": request.dtype, "matmul_precision": request.matmul_precision,
+                 "surrogate": request.surrogate,
                  "surrogate_slope": request.surrogate_slope},
         sweeps=({"reset": request.resets, "neurons": request.neurons,
                  "detach_reset": detach_choices[request.detach_reset]},),
