@@ -26,10 +26,11 @@ from snnbench.reference import round_to_dtype as round_to_dtype  # re-exported: 
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
 
 #: an adapter declaring exact dynamics must agree on at least this fraction of spikes, by
-#: :func:`tolerance_key` (the dtype, or the AMP mode: its state is float32, only currents that
-#: land next to a 16-bit rounding boundary can differ)
+#: :func:`tolerance_key` (the dtype, or the AMP mode: its state is float32 and a GEMM's summation
+#: order flipped 4e-7 of the spikes in scripts/amp_flips.py, as rare as in float32, so AMP has
+#: the float32 bar)
 MIN_SPIKE_MATCH: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.98,
-                                     "amp-bf16": 0.995, "amp-fp16": 0.995}
+                                     "amp-bf16": 0.999, "amp-fp16": 0.999}
 #: an adapter declaring exact gradients must reach this weight-gradient cosine (``verify``);
 #: 16-bit dtypes round every state update, so their bar is lower; AMP rounds only the GEMM
 #: operands and results (a bfloat16 rounding is 2^-9 relative: cosines stay above 0.999)
