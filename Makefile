@@ -18,7 +18,7 @@ STAMP := $(VENV)/.snnbench-installed
 CONSTRAINTS := $(VENV)/constraints.txt
 # Every library that installs on a CPU machine with Python 3.11 (sinabs-exodus needs CUDA+nvcc),
 # and both cluster executors, so that CI tests them (submitit's local cluster, a local Ray).
-EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,dev,dist,slurm,ray
+EXTRAS := torch,fused,snntorch,norse,spikingjelly,sinabs,lava-dl,jax,haiku,spyx,rockpool,brainstate,dev,dist,slurm,ray
 
 # GPU boxes (docs/gpu-check.md): the interpreter that already has a CUDA torch (and JAX), not
 # .venv. WHEELHOUSE: install offline from that folder. GPU_ARCHS: TORCH_CUDA_ARCH_LIST for the

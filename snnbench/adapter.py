@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from snnbench.spec import (
+    FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
-    MATMUL_PRECISIONS,
     RESET_MODES,
     CaseData,
     FloatArray,
@@ -61,7 +61,9 @@ class Capabilities:
     detach_reset: tuple[bool, ...] = (True, False)
     bias: tuple[bool, ...] = (True, False)
     input_kinds: tuple[str, ...] = INPUT_KINDS
-    matmul_precisions: tuple[str, ...] = MATMUL_PRECISIONS
+    #: float32 matmuls only by default: an adapter that says nothing about automatic mixed
+    #: precision (``amp-bf16``, ``amp-fp16``) is never assumed to honour it
+    matmul_precisions: tuple[str, ...] = FP32_MATMUL_PRECISIONS
     max_layers: int | None = None
     #: forward spikes follow the canonical dynamics exactly (verified; mismatch is an error)
     exact_dynamics: bool = True

@@ -289,6 +289,10 @@ def run(
     layers: Annotated[int | None, typer.Option(help="Linear+LIF layers.")] = None,
     dtype: Annotated[str | None, typer.Option(
         help="float32, bfloat16 or float16 (comma list allowed).")] = None,
+    precision: Annotated[str | None, typer.Option(
+        help="Matmul precision (the spec's matmul_precision; comma list allowed): strict, "
+        "tf32, amp-bf16 or amp-fp16 (automatic mixed precision: float32 weights, state and "
+        "gradients, 16-bit matmuls).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda or auto.")] = None,
     reset: Annotated[str | None, typer.Option(help="subtract, zero or both.")] = None,
     detach_reset: Annotated[bool | None, typer.Option(
@@ -410,6 +414,8 @@ def run(
             network_overrides[key] = [ivalue]
     if dtype is not None:
         network_overrides["dtype"] = _split(dtype)
+    if precision is not None:
+        network_overrides["matmul_precision"] = _split(precision)
     if reset is not None:
         network_overrides["reset"] = ["subtract", "zero"] if reset == "both" else _split(reset)
     if detach_reset is not None:
@@ -750,6 +756,9 @@ def verify(
     steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
     batch_size: Annotated[int, typer.Option(help="Batch size B.")] = 4,
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    precision: Annotated[str, typer.Option(
+        help="Matmul precision: strict, tf32, amp-bf16 or amp-fp16 (automatic mixed "
+        "precision, checked against the reference's autocast emulation).")] = "strict",
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     detach_reset: Annotated[str, typer.Option(
         help="true, false, both, or auto (the spec default where supported, else the "
@@ -794,13 +803,15 @@ def verify(
     request = VerifyRequest(
         adapters=tuple(_split(adapters)), resets=tuple(resets),
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
-        batch_size=batch_size, dtype=dtype, device=device, dump_dir=dump,
+        batch_size=batch_size, dtype=dtype, matmul_precision=precision, device=device,
+        dump_dir=dump,
         detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
         timeout_s=timeout, wheelhouse=wheelhouse, layers=layers, bias=bias,
         input_kind=input_kind,
     )
     # the same validation a run applies, before any folder is made or process started
     network = {"time_steps": steps, "batch_size": batch_size, "dtype": dtype, "layers": layers,
+               "matmul_precision": precision,
                "surrogate": surrogate, "surrogate_slope": surrogate_slope, "bias": bias,
                "input_kind": input_kind}
     RunConfig(network=network).with_overrides({"timeout_s": timeout},
@@ -826,7 +837,8 @@ def verify(
                                                    and checked[0][i] != "none")]
     fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
              if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
-    title = "equivalence with the reference: " + " ".join(fixed)
+    shown = [f"precision={precision}"] if precision != "strict" else []
+    title = "equivalence with the reference: " + " ".join([*fixed, *shown])
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   padding=(0, 1, 0, 0))
     for i in keep:

@@ -36,6 +36,8 @@ TRACKED_PACKAGES: tuple[str, ...] = (
     "dm-haiku",
     "spyx",
     "flax",
+    "brainstate",
+    "braintools",
     "nvidia-ml-py",
     "cupy-cuda12x",
     "cupy-cuda13x",

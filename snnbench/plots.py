@@ -317,3 +317,56 @@ def plot_speedup(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"Speed-up over {REFERENCE} (higher is faster)\n{title}", fontsize=10)
     return _save(fig, out)
+
+
+def plot_time_per_layer(
+    rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str]
+) -> Path | None:
+    """Median step time divided by the layer count against the layer count, one panel per n.
+
+    ``rows`` span several ``layers`` values of otherwise one configuration group (the caller
+    groups without ``layers``). A flat line is a stack whose cost grows linearly with depth;
+    a falling one amortises fixed costs (launches, Python per step) over more layers. Needs
+    at least two layer counts; the floor is dashed.
+    """
+    data = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s")]
+    data = data[np.isfinite(data["median"].to_numpy(float))]
+    if data.empty or data["layers"].nunique() < 2:
+        return None
+    data = data.assign(
+        label=[label_of(r) for _, r in data.iterrows()],
+        per_layer=data["median"].to_numpy(float) / data["layers"].to_numpy(float),
+        q1=data["q1"].to_numpy(float) / data["layers"].to_numpy(float),
+        q3=data["q3"].to_numpy(float) / data["layers"].to_numpy(float),
+    )
+    factor, unit = time_unit(data["per_layer"].tolist())
+    sizes = sorted(data["neurons"].unique())
+    fig = Figure(figsize=(4.2 * len(sizes) + 2.0, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(sizes), squeeze=False)[0]
+    depths = sorted(data["layers"].unique())
+    for ax, n in zip(axes, sizes, strict=True):
+        panel = data[data["neurons"] == n]
+        for lab in sorted(panel["label"].unique()):
+            line = panel[panel["label"] == lab].sort_values("layers")
+            is_floor = lab == FLOOR
+            ax.errorbar(
+                line["layers"].to_numpy(float),
+                line["per_layer"].to_numpy(float) * factor,
+                yerr=_errors(line.assign(median=line["per_layer"]), factor),
+                marker="" if is_floor else "o",
+                linestyle="--" if is_floor else "-",
+                color=colors.get(lab, "#888888"),
+                label="floor (hardware bound)" if is_floor else lab,
+                capsize=3,
+            )
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks([float(d) for d in depths], [str(int(d)) for d in depths])
+        _log_y(ax)
+        ax.set_xlabel("layers")
+        ax.set_title(f"n={int(n)}", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel(f"median step time / layers [{unit}]")
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"Step time per layer vs depth (whiskers: IQR / layers)\n{title}", fontsize=10)
+    return _save(fig, out)

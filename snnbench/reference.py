@@ -4,6 +4,18 @@ It needs no benchmarked library, so the equivalence check runs inside any adapte
 Arithmetic is float32, one operation at a time in the canonical order
 (``v = beta * v``, ``v = v + x``, ``s = v >= threshold``, reset), which is what a per-step
 PyTorch loop computes on the CPU; only the matmul's summation order may differ from a library's.
+
+Automatic mixed precision (``matmul_precision`` ``amp-bf16`` / ``amp-fp16``) is emulated the
+way ``torch.autocast`` computes a Linear layer: its input, weight and bias are rounded to the
+16-bit dtype, the products are summed in float32 (bias included) and the sum is rounded once to
+the 16-bit dtype; the membrane state, the threshold test and the reset stay float32. The
+backward mirrors autocast too: the gradient reaching a Linear output is rounded to the 16-bit
+dtype, and dW = gᵀh, db = Σg and dh = gW are float32 sums rounded once. For float16 the
+gradient is first multiplied by the power of two a ``GradScaler`` settles on (the largest that
+keeps every gradient finite), so small gradients keep float16's relative precision instead of
+flushing to zero, and divided by it after, as ``GradScaler.unscale_`` does (the scale is
+chosen per layer: a real scaler's one scale for all layers differs only where a layer's
+gradients would underflow).
 """
 
 from __future__ import annotations
@@ -13,6 +25,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from snnbench.spec import CaseData, FloatArray, NetworkSpec
+
+#: largest finite float16, the ceiling a GradScaler's scaled gradients must stay under
+FLOAT16_MAX = 65504.0
+
+
+def round_to_dtype(a: FloatArray, dtype: str) -> FloatArray:
+    """Round float32 values to ``dtype`` and back (round to nearest even), as a cast would."""
+    if dtype == "float32":
+        return a
+    if dtype == "float16":
+        return np.asarray(a, dtype=np.float32).astype(np.float16).astype(np.float32)
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
+    return ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def grad_scale(peak: float, dtype: str) -> float:
+    """The loss scale an fp16 ``GradScaler`` settles on when the largest gradient magnitude is
+    ``peak``: the largest power of two ≤ 2¹⁶ (its default start) keeping ``peak`` finite in
+    float16; 1 for bfloat16 (float32's exponent range: trained without a scaler)."""
+    if dtype != "float16":
+        return 1.0
+    scale = 2.0**16
+    while scale > 2.0**-24 and peak * scale > FLOAT16_MAX:
+        scale /= 2.0
+    return scale
 
 
 def surrogate_grad(u: FloatArray, name: str, slope: float) -> FloatArray:
@@ -96,16 +134,40 @@ def _lif_backward(
     return grad_x
 
 
+def linear_currents(h: FloatArray, w: FloatArray, b: FloatArray, amp: str | None) -> FloatArray:
+    """``h @ w.T + b`` in float32; under AMP (``amp`` = the 16-bit dtype) with operands rounded
+    to ``amp`` and the float32 result rounded once to ``amp``, as ``torch.autocast`` computes it.
+    """
+    if amp is None:
+        return (h @ w.T + b).astype(np.float32)
+    hc, wc, bc = (round_to_dtype(a, amp) for a in (h, w, b))
+    return round_to_dtype((hc @ wc.T + bc).astype(np.float32), amp)
+
+
+def _linear_backward(
+    grad_x: FloatArray, inp: FloatArray, weight: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(dW, db, dh) of a Linear layer from dLoss/d(output) ``grad_x`` (T, B, n), float32."""
+    n = weight.shape[0]
+    flat_g = grad_x.reshape(-1, n)
+    gw = (flat_g.T @ inp.reshape(-1, weight.shape[1])).astype(np.float32)
+    gb = flat_g.sum(axis=0).astype(np.float32)
+    gs = (grad_x @ weight).astype(np.float32)
+    return gw, gb, gs
+
+
 def run_reference(data: CaseData) -> ReferenceResult:
-    """Forward and backward of the canonical network on ``data`` in float32 NumPy."""
+    """Forward and backward of the canonical network on ``data`` in float32 NumPy, with the
+    spec's automatic mixed precision emulated when it asks for one (module docstring)."""
     spec = data.spec
+    amp = spec.amp_dtype
     layer_inputs: list[FloatArray] = []
     spikes_per_layer: list[FloatArray] = []
     vpre_per_layer: list[FloatArray] = []
     h = data.inputs
     for w, b in zip(data.weights, data.biases, strict=True):
         layer_inputs.append(h)
-        x = (h @ w.T + b).astype(np.float32)
+        x = linear_currents(h, w, b, amp)
         s, v_pre = _lif_forward(x, spec)
         spikes_per_layer.append(s)
         vpre_per_layer.append(v_pre)
@@ -116,14 +178,20 @@ def run_reference(data: CaseData) -> ReferenceResult:
     for layer in range(spec.layers - 1, -1, -1):
         grad_x = _lif_backward(grad_s, spikes_per_layer[layer], vpre_per_layer[layer], spec)
         inp = layer_inputs[layer]
-        flat_g = grad_x.reshape(-1, spec.neurons)
-        grad_ws.append((flat_g.T @ inp.reshape(-1, spec.neurons)).astype(np.float32))
-        grad_bs.append(
-            flat_g.sum(axis=0).astype(np.float32)
-            if spec.bias
-            else np.zeros(spec.neurons, dtype=np.float32)
-        )
-        grad_s = (grad_x @ data.weights[layer]).astype(np.float32)
+        weight = data.weights[layer]
+        gw, gb, gs = _linear_backward(grad_x, inp, weight)
+        if amp is not None:
+            # what the 16-bit matmuls of the backward see: for float16 scaled by the largest
+            # power of two under which none of their inputs and outputs overflows
+            peak = max(float(np.abs(a).max(initial=0.0)) for a in (grad_x, gw, gb, gs))
+            scale = np.float32(grad_scale(peak, amp))
+            gw, gb, gs = _linear_backward(round_to_dtype(grad_x * scale, amp),
+                                          round_to_dtype(inp, amp), round_to_dtype(weight, amp))
+            gw, gb, gs = (round_to_dtype(g, amp) / scale for g in (gw, gb, gs))
+        grad_ws.append(gw.astype(np.float32))
+        grad_bs.append(gb.astype(np.float32) if spec.bias
+                       else np.zeros(spec.neurons, dtype=np.float32))
+        grad_s = gs.astype(np.float32)
     return ReferenceResult(
         spikes=tuple(spikes_per_layer),
         grad_weights=tuple(reversed(grad_ws)),

@@ -414,6 +414,26 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
     return out
 
 
+def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
+    """Groups by :data:`GROUP_COLUMNS` without ``layers``, for those holding several layer
+    counts (a deep-stack sweep such as configs/multilayer.toml): the time-per-layer plot."""
+    keys = [c for c in GROUP_COLUMNS if c != "layers"]
+    out: list[_Group] = []
+    if ok.empty:
+        return out
+    for _, rows in ok.groupby(keys, sort=True):
+        if rows["layers"].nunique() < 2:
+            continue
+        d: dict[str, Any] = {c: rows.iloc[0][c] for c in keys}
+        depths = ", ".join(str(int(v)) for v in sorted(rows["layers"].unique()))
+        title = (f"{d['device']}, {d['dtype']}, B={int(d['batch_size'])}, "
+                 f"T={int(d['time_steps'])}, layers {depths}, reset={d['reset']}")
+        slug = (f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
+                f"-{d['reset']}_")
+        out.append(_Group(slug=slug, title=title, rows=rows))
+    return out
+
+
 _PLOTS = (
     ("phases", "Forward and backward time per neuron count", plots.plot_phase_bars),
     ("scaling", "Step time vs neurons", plots.plot_scaling),
@@ -472,6 +492,13 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
                 images.append((caption, path))
                 written.append(path)
         sections.append((group.title, images, step_pivot_table(group.rows)))
+    for group in _depth_groups(ok):
+        path = plots.plot_time_per_layer(group.rows, out / f"{group.slug}layers.png",
+                                         group.title, colors)
+        if path is not None:
+            written.append(path)
+            sections.append((f"Depth: {group.title}",
+                             [("Step time per layer vs layers", path)], Table([], [])))
 
     counts = summary.drop_duplicates(list(schema.CASE_KEY))["status"].value_counts()
     status_line = ", ".join(f"{counts[s]} {s}" for s in schema.STATUSES if s in counts)

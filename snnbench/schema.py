@@ -141,6 +141,8 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "detach_reset",
     "bias",
     "input_kind",
+    # strict, tf32, amp-bf16 or amp-fp16: a float32 row under AMP is another network's timing
+    "matmul_precision",
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -198,6 +200,7 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "detach_reset": "",
     "bias": "",
     "input_kind": "",
+    "matmul_precision": "",
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -219,5 +222,5 @@ SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
     "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
-    "surrogate", "detach_reset", "bias", "input_kind",
+    "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision",
 )

@@ -34,13 +34,19 @@ DType = Literal["float32", "bfloat16", "float16"]
 ResetMode = Literal["subtract", "zero"]
 SurrogateName = Literal["fast_sigmoid", "atan", "sigmoid"]
 InputKind = Literal["gaussian", "bernoulli"]
-MatmulPrecision = Literal["strict", "tf32"]
+#: ``strict``: float32 matmuls; ``tf32``: TF32 allowed (GPU); ``amp-bf16`` / ``amp-fp16``:
+#: automatic mixed precision (float32 weights, state and gradients, 16-bit matmuls)
+MatmulPrecision = Literal["strict", "tf32", "amp-bf16", "amp-fp16"]
 
 DTYPES: tuple[str, ...] = get_args(DType)
 RESET_MODES: tuple[str, ...] = get_args(ResetMode)
 SURROGATES: tuple[str, ...] = get_args(SurrogateName)
 INPUT_KINDS: tuple[str, ...] = get_args(InputKind)
 MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
+#: the matmul precisions that keep every operand float32 (what an adapter supports by default)
+FP32_MATMUL_PRECISIONS: tuple[str, ...] = ("strict", "tf32")
+#: automatic mixed precision modes → the dtype their matmuls compute in (see :attr:`amp_dtype`)
+AMP_COMPUTE_DTYPES: dict[str, str] = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
 
 FloatArray = npt.NDArray[np.float32]
 #: the spec's real-valued fields: finite numbers, stored as float
@@ -128,6 +134,21 @@ class NetworkSpec:
             raise SpecError(f"input_std must be > 0, got {self.input_std!r}")
         if not 0.0 <= self.input_rate <= 1.0:
             raise SpecError(f"input_rate must be in [0, 1], got {self.input_rate!r}")
+        if self.amp_dtype is not None and self.dtype != "float32":
+            # AMP *is* float32 weights and state with 16-bit matmuls: on 16-bit weights it
+            # would mean nothing (a plain bfloat16 case is dtype=bfloat16, matmul "strict")
+            raise SpecError(f"matmul_precision {self.matmul_precision} keeps weights and state "
+                            f"float32: it needs dtype float32, got {self.dtype}")
+
+    @property
+    def amp_dtype(self) -> str | None:
+        """The dtype the matmuls compute in under automatic mixed precision, else None.
+
+        Under ``amp-bf16`` / ``amp-fp16`` weights, membrane state and gradients are float32;
+        only the Linear layers run in 16 bits (inputs, weights and bias rounded, float32
+        accumulation, the output rounded once), as under ``torch.autocast``.
+        """
+        return AMP_COMPUTE_DTYPES.get(self.matmul_precision)
 
     # -- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -160,10 +181,12 @@ class NetworkSpec:
 
     @property
     def label(self) -> str:
-        """Human-readable case label, e.g. ``n=512 B=16 T=500 L=1 float32 subtract``."""
+        """Human-readable case label, e.g. ``n=512 B=16 T=500 L=1 float32 subtract``
+        (the matmul precision is appended when it is not ``strict``)."""
+        precision = "" if self.matmul_precision == "strict" else f" {self.matmul_precision}"
         return (
             f"n={self.neurons} B={self.batch_size} T={self.time_steps} L={self.layers} "
-            f"{self.dtype} {self.reset}"
+            f"{self.dtype} {self.reset}{precision}"
         )
 
     def input_shape(self) -> tuple[int, int, int]:

@@ -591,7 +591,7 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
 
 def network_columns(record: CaseRecord) -> dict[str, Any]:
     """The spec fields that tell two networks of one case key apart (surrogate and slope,
-    detached reset, bias, input kind), as the summary stores them."""
+    detached reset, bias, input kind, matmul precision), as the summary stores them."""
     spec = record.spec
     return {
         "surrogate": spec.surrogate,
@@ -599,6 +599,7 @@ def network_columns(record: CaseRecord) -> dict[str, Any]:
         "detach_reset": str(spec.detach_reset).lower(),
         "bias": str(spec.bias).lower(),
         "input_kind": spec.input_kind,
+        "matmul_precision": spec.matmul_precision,
     }
 
 

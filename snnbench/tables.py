@@ -110,7 +110,8 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             text = BUSY_NOTE.format(busy)
             note = f"{note}; {text}" if note else text
         rows.append((
-            str(adapter), str(variant), str(device), str(dtype), str(n), str(b), str(t),
+            str(adapter), str(variant), str(device), _with_precision(str(dtype), first),
+            str(n), str(b), str(t),
             str(reset), str(first["surrogate"]), _num(float(first["surrogate_slope"]), "g"),
             str(first["detach_reset"]), str(first["bias"]), str(first["input_kind"]),
             str(first["status"]), cells["forward"], cells["backward"],
@@ -118,6 +119,12 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             _num(float(first["grad_cosine"]), ".6f"), note,
         ))
     return rows
+
+
+def _with_precision(dtype: str, row: Any) -> str:
+    """The dtype cell, with the matmul precision when it is not plain (``float32 amp-bf16``)."""
+    precision = str(row.get("matmul_precision", "") or "")
+    return dtype if precision in ("", "strict") else f"{dtype} {precision}"
 
 
 def markdown_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:

@@ -3,6 +3,14 @@
 The ground truth is :func:`snnbench.reference.run_reference` (NumPy, float32). For 16-bit dtypes
 the reference runs on the same weights and input rounded to that dtype, with float32 state,
 and the spike-agreement bar is lower because libraries legitimately keep 16-bit state.
+
+Under automatic mixed precision (``matmul_precision`` ``amp-bf16`` / ``amp-fp16``) the reference
+emulates ``torch.autocast`` (:mod:`snnbench.reference`): 16-bit operands, float32 sums, one
+rounding of each Linear output, float32 state. What can still differ is the summation order of a
+library's GEMM, which moves the float32 sum by a few float32 ulps; that changes its 16-bit
+rounding only when the sum lies next to a rounding boundary, and changes a spike only when the
+membrane then lies within one 16-bit ulp of the threshold. So spikes are held to a bar (measured:
+docs/methodology.md, "What exact means under AMP") and gradients to a cosine, never to equality.
 """
 
 from __future__ import annotations
@@ -14,13 +22,20 @@ import numpy as np
 
 from snnbench.adapter import Adapter
 from snnbench.reference import ReferenceResult, run_reference
+from snnbench.reference import round_to_dtype as round_to_dtype  # re-exported: it lived here
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
 
-#: an adapter declaring exact dynamics must agree on at least this fraction of spikes
-MIN_SPIKE_MATCH: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.98}
+#: an adapter declaring exact dynamics must agree on at least this fraction of spikes, by
+#: :func:`tolerance_key` (the dtype, or the AMP mode: its state is float32 and a GEMM's summation
+#: order flipped 4e-7 of the spikes in scripts/amp_flips.py, as rare as in float32, so AMP has
+#: the float32 bar)
+MIN_SPIKE_MATCH: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.98,
+                                     "amp-bf16": 0.999, "amp-fp16": 0.999}
 #: an adapter declaring exact gradients must reach this weight-gradient cosine (``verify``);
-#: 16-bit dtypes round every state update, so their bar is lower
-GRAD_COSINE_MIN: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.99}
+#: 16-bit dtypes round every state update, so their bar is lower; AMP rounds only the GEMM
+#: operands and results (a bfloat16 rounding is 2^-9 relative: cosines stay above 0.999)
+GRAD_COSINE_MIN: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.99,
+                                     "amp-bf16": 0.99, "amp-fp16": 0.99}
 #: time steps used by the pre-timing check (the case's own T when shorter)
 VERIFY_TIME_STEPS = 50
 
@@ -41,24 +56,21 @@ class Equivalence:
         """Plain dict for JSON."""
         return asdict(self)
 
-    def passes(self, dtype: str) -> bool:
-        """Spike agreement is at least :data:`MIN_SPIKE_MATCH` for ``dtype``."""
-        return self.spike_match >= MIN_SPIKE_MATCH[dtype]
+    def passes(self, key: str) -> bool:
+        """Spike agreement is at least :data:`MIN_SPIKE_MATCH` for ``key`` (a dtype or an AMP
+        mode: :func:`tolerance_key`)."""
+        return self.spike_match >= MIN_SPIKE_MATCH[key]
 
 
-def round_to_dtype(a: FloatArray, dtype: str) -> FloatArray:
-    """Round float32 values to ``dtype`` and back (round to nearest even), as a cast would."""
-    if dtype == "float32":
-        return a
-    if dtype == "float16":
-        return a.astype(np.float16).astype(np.float32)
-    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
-    return ((bits + rounding) & np.uint32(0xFFFF0000)).view(np.float32)
+def tolerance_key(spec: NetworkSpec) -> str:
+    """The key of :data:`MIN_SPIKE_MATCH` and :data:`GRAD_COSINE_MIN` for ``spec``: its AMP
+    mode when it has one, else its dtype."""
+    return spec.matmul_precision if spec.amp_dtype is not None else spec.dtype
 
 
 def reference_for(data: CaseData) -> ReferenceResult:
-    """The reference result for ``data``, with inputs and parameters rounded to the spec dtype."""
+    """The reference result for ``data``, with inputs and parameters rounded to the spec dtype
+    (AMP, whose dtype is float32, is emulated inside :func:`run_reference`)."""
     dtype = data.spec.dtype
     if dtype == "float32":
         return run_reference(data)

@@ -55,6 +55,8 @@ class VerifyRequest:
     time_steps: int = 50
     batch_size: int = 4
     dtype: str = "float32"
+    #: the spec's ``matmul_precision`` (``amp-bf16``/``amp-fp16``: automatic mixed precision)
+    matmul_precision: str = "strict"
     device: str = "cpu"
     #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
     #: it, else the rule it does support (the table shows which was checked)
@@ -103,7 +105,8 @@ def run_verification(
             run=RunSettings(adapters=request.adapters, device=request.device,
                             timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
             network={"time_steps": request.time_steps, "batch_size": request.batch_size,
-                     "dtype": request.dtype, "surrogate": request.surrogate,
+                     "dtype": request.dtype, "matmul_precision": request.matmul_precision,
+                     "surrogate": request.surrogate,
                      "surrogate_slope": request.surrogate_slope, "layers": request.layers,
                      "bias": request.bias, "input_kind": request.input_kind},
             sweeps=({"reset": request.resets, "neurons": request.neurons,

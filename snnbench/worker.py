@@ -45,6 +45,7 @@ from snnbench.verify import (
     Equivalence,
     check_adapter,
     reference_for,
+    tolerance_key,
     verification_spec,
 )
 
@@ -76,6 +77,10 @@ def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) ->
         torch.manual_seed(spec.seed)
         applied["torch_threads"] = torch.get_num_threads()
         applied["torch_tf32"] = tf32
+        if spec.amp_dtype is not None:
+            # float32 everywhere except the Linear layers, which the adapters run under
+            # torch.autocast (snnbench.adapters._torch_common.AmpLinear)
+            applied["torch_autocast_dtype"] = spec.amp_dtype
     if framework == "jax":
         import jax
 
@@ -227,9 +232,10 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
     equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device)
     _record_equivalence(record, equivalence)
     problems = []
-    if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
+    key = tolerance_key(spec)
+    if capabilities.exact_dynamics and not equivalence.passes(key):
         problems.append(f"spikes match only {equivalence.spike_match:.4%}")
-    if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[spec.dtype]:
+    if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[key]:
         problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
     record.status = "mismatch" if problems else "ok"
     record.message = "; ".join(problems) or capabilities.approximation_note
@@ -329,14 +335,15 @@ def run_job(job: Job) -> CaseRecord:
             _record_equivalence(record, equivalence)
             # the same two checks as `snnbench verify`: spikes for an adapter that declares
             # exact dynamics, the weight-gradient cosine for one that declares exact gradients
+            # (the bars of the spec's dtype and precision: AMP has its own)
             problems = []
-            if capabilities.exact_dynamics and not equivalence.passes(spec.dtype):
+            if capabilities.exact_dynamics and not equivalence.passes(tolerance_key(spec)):
                 problems.append(
                     f"spikes match the reference on {equivalence.spike_match:.4%} "
                     f"(first differing step {equivalence.first_diff_step}); adapter declares "
                     "exact dynamics"
                 )
-            bar = GRAD_COSINE_MIN[spec.dtype]
+            bar = GRAD_COSINE_MIN[tolerance_key(spec)]
             if capabilities.exact_gradient and not equivalence.grad_cosine >= bar:
                 problems.append(
                     f"weight-gradient cosine {equivalence.grad_cosine:.6f} is below {bar}; "
@@ -354,7 +361,7 @@ def run_job(job: Job) -> CaseRecord:
         elif not capabilities.exact_gradient and not record.message:
             # a library may be exact at some settings only: trust the measured gradient
             cosine = record.grad_cosine
-            if cosine is None or cosine < GRAD_COSINE_MIN[spec.dtype]:
+            if cosine is None or cosine < GRAD_COSINE_MIN[tolerance_key(spec)]:
                 record.message = f"approximate gradient: {capabilities.approximation_note}"
         phase = "measuring"
         measure(adapter, job, record, prepare_s)

@@ -11,14 +11,16 @@ import pytest
 
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped
 from snnbench.adapters._jax_common import JaxModel
+from snnbench.adapters.brainstate import BrainstateAdapter
 from snnbench.adapters.haiku import HaikuAdapter
 from snnbench.adapters.spyx import SpyxAdapter
 from snnbench.spec import CaseData, NetworkSpec, make_case_data
 from snnbench.verify import MIN_SPIKE_MATCH, check_adapter
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)
-ADAPTERS: dict[str, type[Adapter]] = {"haiku": HaikuAdapter, "spyx": SpyxAdapter}
-LIBRARY_MODULE = {"haiku": "haiku", "spyx": "spyx"}
+ADAPTERS: dict[str, type[Adapter]] = {"haiku": HaikuAdapter, "spyx": SpyxAdapter,
+                                       "brainstate": BrainstateAdapter}
+LIBRARY_MODULE = {"haiku": "haiku", "spyx": "spyx", "brainstate": "brainstate"}
 
 
 def _adapter(name: str) -> Adapter:
@@ -36,7 +38,7 @@ def _build(name: str, spec: NetworkSpec, data: CaseData | None = None) -> JaxMod
 
 # -- equivalence with the reference (fp32: exact spikes, gradients to fp32 rounding) ----------
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
 @pytest.mark.parametrize("detach", [True, False])
 def test_fp32_matches_reference(name: str, reset: str, detach: bool) -> None:
@@ -51,7 +53,7 @@ def test_fp32_matches_reference(name: str, reset: str, detach: bool) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 @pytest.mark.parametrize(
     "changes",
     [
@@ -70,7 +72,7 @@ def test_fp32_other_settings_match_reference(name: str, changes: dict[str, objec
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_passes_the_bar(name: str, dtype: str) -> None:
     variant = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
@@ -93,7 +95,7 @@ def _identity_case(spec: NetworkSpec, inputs: list[list[float]]) -> CaseData:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_threshold_tie_spikes_and_known_train(name: str, dtype: str) -> None:
     # neuron 0: v_pre = 1.0 exactly at t=0 (tie: spikes, as v >= threshold), reset to 0;
@@ -108,7 +110,7 @@ def test_threshold_tie_spikes_and_known_train(name: str, dtype: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_one_step_gradient_by_hand(name: str) -> None:
     # T=1: dW[i, j] = sg(u_i) * in_j, db[i] = sg(u_i), u = in - 1 with W = I, b = 0.
     # in = (1, 0.5): u = (0, -0.5); fast_sigmoid k=25: sg = (1, 1 / 13.5^2).
@@ -124,7 +126,7 @@ def test_one_step_gradient_by_hand(name: str) -> None:
 
 # -- the timed model's protocol --------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_forward_backward_equals_step(name: str) -> None:
     spec = SMALL.replace(layers=2, detach_reset=False)
     model = _build(name, spec)
@@ -154,7 +156,7 @@ def test_forward_backward_equals_step(name: str) -> None:
 
 
 # -- the variant rule and capabilities (no JAX needed) ---------------------------------------
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_variant_runs_only_its_dtype(name: str) -> None:
     adapter = ADAPTERS[name]()
     assert adapter.framework == "jax"
@@ -179,7 +181,7 @@ def test_variant_runs_only_its_dtype(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_build_refuses_the_wrong_variant(name: str) -> None:
     with pytest.raises(CaseSkipped, match="variant bf16 runs only dtype=bfloat16"):
         _adapter(name).build(SMALL, make_case_data(SMALL), "cpu", "bf16")
@@ -188,13 +190,13 @@ def test_build_refuses_the_wrong_variant(name: str) -> None:
 def test_adapter_modules_do_not_import_jax() -> None:
     code = (
         "import sys\n"
-        "from snnbench.adapters import haiku, spyx, _jax_common\n"
+        "from snnbench.adapters import haiku, spyx, brainstate, _jax_common\n"
         "from snnbench.spec import NetworkSpec\n"
-        "for cls in (haiku.HaikuAdapter, spyx.SpyxAdapter):\n"
+        "for cls in (haiku.HaikuAdapter, spyx.SpyxAdapter, brainstate.BrainstateAdapter):\n"
         "    a = cls()\n"
         "    a.capabilities('fp32')\n"
         "    a.reason_skipped(NetworkSpec(), 'cuda', 'bf16')\n"
-        "names = ('jax', 'jaxlib', 'haiku', 'spyx', 'flax')\n"
+        "names = ('jax', 'jaxlib', 'haiku', 'spyx', 'flax', 'brainstate', 'braintools')\n"
         "print(','.join(sorted(m for m in names if m in sys.modules)))\n"
     )
     out = subprocess.run(
@@ -204,7 +206,7 @@ def test_adapter_modules_do_not_import_jax() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_version_reads_the_library(name: str) -> None:
     import importlib.metadata
 
@@ -286,7 +288,7 @@ def test_no_jax_gpu_backend_is_unavailable_with_the_fix(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 def test_gpu_peak_memory_is_the_devices_allocator_peak(name: str) -> None:
     model = _build(name, SMALL)
     try:
@@ -311,7 +313,7 @@ def test_jax_probe_reads_the_default_devices_peak(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["haiku", "spyx"])
+@pytest.mark.parametrize("name", ["haiku", "spyx", "brainstate"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_cuda_code_path_is_exact_where_jax_places_it(
         monkeypatch: pytest.MonkeyPatch, name: str, dtype: str) -> None:
@@ -337,3 +339,32 @@ def test_the_cuda_code_path_is_exact_where_jax_places_it(
     assert eq.spike_match >= MIN_SPIKE_MATCH[dtype]
     if dtype == "float32":
         assert eq.spike_match == 1.0 and eq.grad_cosine >= 0.9999
+
+
+# -- brainstate: the surrogate mapping onto braintools ---------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("surrogate", ["fast_sigmoid", "atan", "sigmoid"])
+def test_brainstate_surrogates_are_the_specs(surrogate: str) -> None:
+    # each braintools surrogate named in SURROGATE_CLASSES has the spec's derivative, and its
+    # forward is the canonical Heaviside (>= 0, ties spike)
+    _adapter("brainstate")
+    import braintools
+    import jax
+    import jax.numpy as jnp
+
+    from snnbench.adapters._jax_common import surrogate_derivative
+    from snnbench.adapters.brainstate import SURROGATE_CLASSES
+
+    fn = getattr(braintools.surrogate, SURROGATE_CLASSES[surrogate])(alpha=3.0)
+    u = jnp.linspace(-1.0, 1.0, 41)
+    np.testing.assert_allclose(np.asarray(jax.vmap(jax.grad(fn))(u)),
+                               np.asarray(surrogate_derivative(u, surrogate, 3.0)), rtol=1e-5)
+    assert np.asarray(fn(jnp.array([-1e-7, 0.0, 1e-7]))).tolist() == [0.0, 1.0, 1.0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["amp-bf16", "amp-fp16"])
+def test_brainstate_amp_matches_reference(mode: str) -> None:
+    spec = SMALL.replace(matmul_precision=mode, input_std=2.0)
+    eq, _ = check_adapter(_adapter("brainstate"), "fp32", spec, "cpu")
+    assert eq.passes(mode) and eq.grad_cosine > 0.999, eq

@@ -36,7 +36,7 @@ from snnbench.adapters.torch_ref import build_reference_network
 from snnbench.fused import FusedLinearLIF, LIFParams, fused_linear_lif
 from snnbench.reference import _lif_backward, _lif_forward, run_reference
 from snnbench.spec import CaseData, NetworkSpec, make_case_data
-from snnbench.verify import MIN_SPIKE_MATCH, check_adapter, reference_for
+from snnbench.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, reference_for
 
 GRAD_COSINE = 0.99999
 GRAD_REL_ERR = 1e-4
@@ -56,6 +56,10 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 def _rel_err(a: np.ndarray, ref: np.ndarray) -> float:
     scale = float(np.abs(ref).max()) or 1.0
     return float(np.abs(a.astype(np.float64) - ref).max() / scale)
+
+
+#: the spec's AMP modes → the compute dtype passed to fused_linear_lif
+AMP_TORCH: dict[str, torch.dtype] = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}
 
 
 def _params(spec: NetworkSpec) -> LIFParams:
@@ -80,7 +84,8 @@ def _run_fused(
     grad: torch.Tensor | None = None,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Forward + backward of the fused network on ``data`` (float32 or the spec's dtype)."""
+    """Forward + backward of the fused network on ``data`` (float32 or the spec's dtype; the
+    spec's AMP compute dtype through ``compute_dtype``)."""
     spec = data.spec
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
         spec.dtype
@@ -89,13 +94,15 @@ def _run_fused(
     bs = [torch.from_numpy(b).to(device, dtype).requires_grad_() for b in data.biases]
     h = torch.from_numpy(data.inputs).to(device, dtype) if x is None else x.to(device)
     for w, b in zip(ws, bs, strict=True):
-        h = fused_linear_lif(h, w, b if spec.bias else None, _params(spec), backend)
+        h = fused_linear_lif(h, w, b if spec.bias else None, _params(spec), backend,
+                             compute_dtype=AMP_TORCH.get(spec.matmul_precision))
     if grad is None:
         h.sum().backward()  # the stride-0 upstream gradient
     else:
         h.backward(grad.to(device))
     return {
         "spikes": _np(h),
+        "out_dtypes": sorted({str(t.dtype) for t in [h, *(w.grad for w in ws)] if t is not None}),
         "gw": [_np(w.grad) for w in ws],  # type: ignore[arg-type]
         "gb": [_np(b.grad) if b.grad is not None else np.zeros(b.shape, np.float32) for b in bs],
     }
@@ -280,6 +287,21 @@ def _cases(backend: str, small: bool, device: str = "cpu") -> dict[str, Any]:
             _run_fused(data16, backend, **dev), ref16.output_spikes, ref16.grad_weights,
             ref16.grad_biases
         )
+    for amp in AMP_TORCH:
+        for reset in ("subtract", "zero"):
+            # AMP: 16-bit GEMMs, float32 scan, against the reference's autocast emulation
+            spec_amp = base.replace(matmul_precision=amp, reset=reset, layers=2, input_std=2.0)
+            data_amp = make_case_data(spec_amp)
+            ref_amp = reference_for(data_amp)
+            out = _run_fused(data_amp, backend, **dev)
+            results[f"amp/{amp}/{reset}"] = {
+                "out_dtypes": out["out_dtypes"],
+                "fp32_spike_match": float(
+                    (out["spikes"] == run_reference(make_case_data(
+                        spec_amp.replace(matmul_precision="strict"))).output_spikes).mean()),
+                **_compare(out, ref_amp.output_spikes, ref_amp.grad_weights,
+                           ref_amp.grad_biases),
+            }
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for reset in ("subtract", "zero"):
             spec = base.replace(reset=reset, detach_reset=False, surrogate="atan")
@@ -320,6 +342,12 @@ def _assert_results(results: dict[str, Any]) -> None:
             dtype = key.split("/")[1]
             assert r["spike_match"] >= MIN_SPIKE_MATCH[dtype], (key, r)
             assert r["w_cos"] >= 0.99, (key, r)
+        elif key.startswith("amp/"):
+            mode = key.split("/")[1]
+            assert r["out_dtypes"] == ["torch.float32"], (key, r)  # spikes and dW float32
+            assert r["spike_match"] >= MIN_SPIKE_MATCH[mode], (key, r)
+            assert r["w_cos"] >= GRAD_COSINE_MIN[mode], (key, r)
+            assert r["b_cos"] >= GRAD_COSINE_MIN[mode], (key, r)
         elif key.startswith("scan/"):
             # given the same y, the forward scan is the reference bit for bit
             assert r["spikes_equal"] == 1.0, (key, r)
@@ -467,6 +495,17 @@ def test_fused_adapter_bfloat16_on_cpu() -> None:
     assert eq.grad_cosine >= 0.99
 
 
+@pytest.mark.parametrize("amp", ["amp-bf16", "amp-fp16"])
+def test_fused_adapter_amp_on_cpu(amp: str) -> None:
+    spec = SMALL.replace(matmul_precision=amp)
+    eq, _ = check_adapter(FusedAdapter(), "default", spec, "cpu")
+    assert eq.passes(amp), eq
+    assert eq.grad_cosine >= GRAD_COSINE_MIN[amp], eq
+    # CUDA graph capture of AMP is not verified: that variant declares float32 matmuls only
+    reason = FusedAdapter().reason_skipped(spec, "cuda", "cudagraph")
+    assert reason is not None and "strict, tf32" in reason
+
+
 def test_fused_adapter_cuda_unavailable_without_gpu() -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: nothing to refuse")
@@ -575,15 +614,58 @@ def test_cpu_scan_with_two_threads() -> None:
     assert r["dy_rel"] <= 1e-6 and r["db_rel"] <= 1e-5
 
 
-def test_autocast_does_not_change_the_layer() -> None:
+def test_autocast_gives_mixed_precision() -> None:
+    # under torch.autocast the layer computes as with compute_dtype=autocast's dtype, like an
+    # nn.Linear would: its GEMMs in bfloat16, its parameters and outputs float32
     torch.manual_seed(1)
     layer = FusedLinearLIF(24, 24, backend="cpu")
     x = torch.randn(10, 2, 24) * 2
-    expected = layer(x)
+    explicit = fused_linear_lif(x, layer.weight, layer.bias, layer.params, "cpu",
+                                compute_dtype=torch.bfloat16)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got = layer(x)
     assert got.dtype == torch.float32
-    assert torch.equal(got, expected)
+    assert torch.equal(got, explicit)
+    got.sum().backward()
+    assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32
+    # autocast disabled inside (enabled=False) is the float32 layer again
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        assert torch.equal(layer(x), fused_linear_lif(x, layer.weight, layer.bias,
+                                                      layer.params, "cpu"))
+
+
+def test_amp_runs_every_gemm_in_the_compute_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bf16 GEMMs (forward and both backward ones), a float32 v_pre, float32 results
+    from snnbench.fused import gemm
+
+    seen: list[tuple[str, torch.dtype, torch.dtype]] = []
+    for name in ("linear", "grad_weight", "grad_input"):
+        original = getattr(gemm, name)
+
+        def spy(a: torch.Tensor, b: torch.Tensor, *rest: Any, _f: Any = original,
+                _n: str = name) -> torch.Tensor:
+            out: torch.Tensor = _f(a, b, *rest)
+            seen.append((_n, a.dtype, out.dtype))
+            return out
+
+        monkeypatch.setattr(gemm, name, spy)
+    spec = NetworkSpec(neurons=16, batch_size=2, time_steps=6, matmul_precision="amp-bf16")
+    data = make_case_data(spec)
+    x = torch.from_numpy(data.inputs).requires_grad_()
+    out = _run_fused(data, "cpu", x=x)
+    assert {name for name, _, _ in seen} == {"linear", "grad_weight", "grad_input"}
+    assert all(a == torch.bfloat16 and o == torch.bfloat16 for _, a, o in seen), seen
+    assert out["out_dtypes"] == ["torch.float32"]
+    assert x.grad is not None and x.grad.dtype == torch.float32
+
+
+def test_amp_compute_dtype_is_checked() -> None:
+    w = torch.zeros(4, 4)
+    with pytest.raises(TypeError, match="compute_dtype"):
+        fused_linear_lif(torch.zeros(2, 1, 4), w, None, compute_dtype=torch.float64)
+    with pytest.raises(TypeError, match="compute_dtype"):
+        fused_linear_lif(torch.zeros(2, 1, 4, dtype=torch.bfloat16), w.bfloat16(), None,
+                         compute_dtype=torch.float16)
 
 
 @pytest.mark.parametrize("slope", [4.0, 25.0])

@@ -208,7 +208,8 @@ def _flags(names: list[str]) -> st.SearchStrategy[list[str]]:
 
 
 RUN_FLAGS = ["--config", "--adapters", "--neurons", "--batch-size", "--steps", "--layers",
-             "--dtype", "--device", "--reset", "--repeats", "--warmup", "--timeout", "--threads"]
+             "--dtype", "--precision", "--device", "--reset", "--repeats", "--warmup", "--timeout",
+             "--threads"]
 RUN_SWITCHES = ["--resume", "--allow-mismatch", "--detach-reset", "--no-detach-reset"]
 
 
@@ -220,7 +221,7 @@ def test_any_text_in_any_run_flag(stubs: None, folder: Path, flags: list[str],
     check(CliRunner().invoke(app, args))
 
 
-VERIFY_FLAGS = ["--adapters", "--reset", "--neurons", "--steps", "--batch-size", "--dtype",
+VERIFY_FLAGS = ["--adapters", "--reset", "--neurons", "--steps", "--batch-size", "--dtype", "--precision",
                 "--device", "--detach-reset", "--surrogate", "--surrogate-slope", "--timeout"]
 
 

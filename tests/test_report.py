@@ -107,6 +107,38 @@ def test_groups_get_their_own_plots(tmp_path: Path) -> None:
     assert "cuda-float32-B4-T20-L1-subtract_phases.png" in names
 
 
+def test_depth_sweep_gets_a_time_per_layer_plot(tmp_path: Path) -> None:
+    # a run over several layer counts (configs/multilayer.toml): one per-layer plot for the
+    # group without layers, beside the usual per-layer-count plots; none for a single depth
+    rng = np.random.default_rng(3)
+    cases = [timed_case(a, n, rng, median_s=1e-3 * layers, layers=layers)
+             for a in ("torch", "fused") for n in (64, 256) for layers in (1, 2, 4, 8)]
+    written = report(write_run(tmp_path / "run", cases), tmp_path / "out")
+    names = {p.name for p in written}
+    assert "cpu-float32-B4-T20-subtract_layers.png" in names
+    assert "cpu-float32-B4-T20-L8-subtract_scaling.png" in names
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## Depth: cpu, float32, B=4, T=20, layers 1, 2, 4, 8, reset=subtract" in md
+    assert "cpu-float32-B4-T20-subtract_layers.png" in md
+    one_depth = [c for c in cases if c.layers == 1]
+    single = report(write_run(tmp_path / "one", one_depth), tmp_path / "out1")
+    assert not any(p.name.endswith("layers.png") for p in single)
+
+
+def test_time_per_layer_divides_by_the_depth(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from snnbench import plots
+
+    rows = pd.DataFrame([
+        {"adapter": "torch", "variant": "default", "environment": "", "phase": "step",
+         "metric": "time_s", "neurons": 64, "layers": layers, "median": 2e-3 * layers,
+         "q1": 2e-3 * layers, "q3": 2e-3 * layers} for layers in (1, 2, 4)])
+    assert plots.plot_time_per_layer(rows, tmp_path / "a.png", "t", {}) is not None
+    assert plots.plot_time_per_layer(rows[rows["layers"] == 1], tmp_path / "b.png", "t",
+                                     {}) is None
+
+
 def test_format_table_values(tmp_path: Path) -> None:
     # hand-made samples: median 1.5 ms, quartiles 1.25 / 1.75 ms → IQR 0.5 ms = 33.3 %
     samples = np.array([1.0, 1.5, 2.0]) * 1e-3

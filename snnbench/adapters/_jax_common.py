@@ -43,7 +43,7 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import SURROGATES, FloatArray, NetworkSpec
+from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, FloatArray, NetworkSpec
 
 if TYPE_CHECKING:  # only for annotations; never imported at run time here
     import jax
@@ -54,8 +54,12 @@ VARIANT_DTYPES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16":
 #: spec ``matmul_precision`` → JAX's name for it (``jax.default_matmul_precision``) and the
 #: ``lax.Precision`` member put on every dot. On GPU ``HIGHEST`` is full fp32 and ``HIGH`` is
 #: TF32 (jax/_src/lax/lax.py, ``Precision``); on CPU both are plain fp32.
-MATMUL_PRECISION_NAMES: dict[str, str] = {"strict": "float32", "tf32": "tensorfloat32"}
-_LAX_PRECISION_MEMBERS: dict[str, str] = {"strict": "HIGHEST", "tf32": "HIGH"}
+#: Under AMP the float32 parts are strict and the 16-bit dots take ``DEFAULT`` (their operands
+#: are already 16-bit: no precision flag changes them).
+MATMUL_PRECISION_NAMES: dict[str, str] = {"strict": "float32", "tf32": "tensorfloat32",
+                                          "amp-bf16": "float32", "amp-fp16": "float32"}
+_LAX_PRECISION_MEMBERS: dict[str, str] = {"strict": "HIGHEST", "tf32": "HIGH",
+                                          "amp-bf16": "DEFAULT", "amp-fp16": "DEFAULT"}
 
 #: (kernel as stored by the library, bias or None) per layer, read from a gradient pytree
 LayerGrads = Callable[[Any], Sequence[tuple[Any, Any | None]]]
@@ -87,6 +91,9 @@ class JaxAdapterBase(Adapter):
             devices=("cpu", "cuda"),
             dtypes=(dtype,) if dtype else (),
             surrogates=SURROGATES,
+            # automatic mixed precision is a float32 network with 16-bit matmuls: the fp32
+            # variant runs it (amp_linear); the 16-bit variants are 16-bit throughout
+            matmul_precisions=MATMUL_PRECISIONS if dtype == "float32" else ("strict", "tf32"),
         )
 
     def reason_skipped(self, spec: NetworkSpec, device: str, variant: str) -> str | None:
@@ -158,6 +165,29 @@ def lax_precision(spec: NetworkSpec) -> Any:
     from jax import lax
 
     return getattr(lax.Precision, _LAX_PRECISION_MEMBERS[spec.matmul_precision])
+
+
+def amp_linear(
+    h: jax.Array, kernel: jax.Array, bias: jax.Array | None, compute_dtype: Any, precision: Any
+) -> jax.Array:
+    """``h @ kernel + bias`` the way ``torch.autocast`` computes a Linear layer, hand-cast.
+
+    ``h``, the (in, out) ``kernel`` and ``bias`` are float32; they are rounded to
+    ``compute_dtype`` (bfloat16 or float16), multiplied with float32 accumulation
+    (``preferred_element_type``), the bias added in float32, and the sum rounded once to
+    ``compute_dtype``; the result is returned as float32 so that the LIF state stays float32.
+    Its gradient is rounded to ``compute_dtype`` on the way back (the casts' transposes), as
+    autocast's is. Not a ``jmp`` policy on purpose: ``hk.mixed_precision`` or ``nnx.Linear``
+    with ``dtype=bfloat16`` round the dot's output and then add the bias in bfloat16, two
+    roundings that move 26 % of the currents by one ulp (docs/methodology.md).
+    """
+    import jax.numpy as jnp
+
+    y = jnp.dot(h.astype(compute_dtype), kernel.astype(compute_dtype), precision=precision,
+                preferred_element_type=jnp.float32)
+    if bias is not None:
+        y = y + bias.astype(compute_dtype).astype(jnp.float32)
+    return y.astype(compute_dtype).astype(jnp.float32)
 
 
 def surrogate_derivative(u: jax.Array, name: str, slope: float) -> jax.Array:

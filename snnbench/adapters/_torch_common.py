@@ -65,12 +65,55 @@ def make_spike_fn(spec: NetworkSpec) -> Callable[[torch.Tensor], torch.Tensor]:
     return spike
 
 
+class AmpLinear(nn.Linear):
+    """``nn.Linear`` run under ``torch.autocast(compute_dtype)``, returning a float32 output.
+
+    The network's automatic mixed precision (spec ``amp-bf16`` / ``amp-fp16``): the weights
+    stay float32 parameters, autocast rounds input, weight and bias to ``compute_dtype`` for the
+    GEMM (float32 accumulation, output rounded once), and the output is cast back to float32 so
+    that the neuron after it keeps a float32 membrane. Without that cast autocast would hand
+    the neuron a 16-bit current, and libraries that create their state as ``zeros_like(input)``
+    (snnTorch, SpikingJelly...) would carry a 16-bit membrane: not the AMP users train with.
+
+    Entering autocast here, per layer, is what wrapping the whole forward in
+    ``torch.autocast`` gives for this network: the Linear layers are its only ops on autocast's
+    lower-precision list, and the LIF's element-wise ops see float32 tensors either way. It lets
+    every adapter built on :func:`make_linears` honour AMP without touching its library code.
+    ``cache_enabled=False``: the weight-cast cache is per autocast region anyway, and CUDA
+    graph capture needs it off.
+
+    The input is flattened to (rows, in) first. ``F.linear`` under autocast fuses the bias
+    into the GEMM (one rounding of the float32 sum) when it can view its input as rows, but
+    for a 3-D input that is not contiguous (sinabs' batch-major view of the time-major input)
+    it runs ``matmul`` and adds the bias in 16 bits: two roundings, which moved 27 % of the
+    currents by one ulp and 0.08 % of the spikes (docs/methodology.md). ``reshape`` copies
+    such an input, as ``F.linear`` would, and costs nothing on a contiguous one.
+    """
+
+    def __init__(self, *args: Any, compute_dtype: torch.dtype, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.compute_dtype = compute_dtype
+
+    def forward(self, inp: torch.Tensor) -> torch.Tensor:
+        rows = inp.reshape(-1, self.in_features)
+        with torch.autocast(self.weight.device.type, dtype=self.compute_dtype,
+                            cache_enabled=False):
+            out = super().forward(rows)
+        return out.float().view(*inp.shape[:-1], self.out_features)
+
+
 def make_linears(spec: NetworkSpec, data: CaseData, device: str) -> nn.ModuleList:
-    """``spec.layers`` nn.Linear(n, n) holding exactly ``data``'s weights (no re-initialisation)."""
+    """``spec.layers`` nn.Linear(n, n) holding exactly ``data``'s weights (no re-initialisation);
+    :class:`AmpLinear` layers when the spec asks for automatic mixed precision."""
     dtype = torch_dtype(spec)
     layers = nn.ModuleList()
     for w, b in zip(data.weights, data.biases, strict=True):
-        lin = nn.Linear(spec.neurons, spec.neurons, bias=spec.bias, device=device, dtype=dtype)
+        lin = (
+            nn.Linear(spec.neurons, spec.neurons, bias=spec.bias, device=device, dtype=dtype)
+            if spec.amp_dtype is None
+            else AmpLinear(spec.neurons, spec.neurons, bias=spec.bias, device=device,
+                           dtype=dtype, compute_dtype=TORCH_DTYPES[spec.amp_dtype])
+        )
         with torch.no_grad():
             lin.weight.copy_(torch.from_numpy(w))
             if spec.bias:
@@ -90,11 +133,23 @@ def to_numpy(t: torch.Tensor) -> FloatArray:
     return t.detach().to(device="cpu", dtype=torch.float32).numpy().astype(np.float32)
 
 
+#: forward+backward passes a float16 GradScaler may take to settle before the build gives up
+SCALER_SETTLE_PASSES = 24
+
+
 class TorchModel(Model):
     """Times ``network(x)`` where ``network`` maps time-major (T, B, n) input to (T, B, n) spikes.
 
     ``linears`` are the network's Linear layers (for gradients). Adapters whose library wants
     another layout transpose inside ``network`` (that cost is part of using the library).
+
+    Float16 AMP (``linears`` are :class:`AmpLinear` computing in float16) trains the way users
+    do, with a ``torch.amp.GradScaler``: every backward is ``scaler.scale(loss).backward()``,
+    then ``unscale_`` (the gradients read by :meth:`gradients` are the true ones, and the
+    inf/NaN check is part of the timed backward) and ``update``. The scaler's optimizer holds
+    the parameters and is never stepped (nothing is trained). The scaler starts at 2¹⁶, whose
+    gradients overflow float16 on this network, so the constructor runs forward+backward until
+    a pass has no inf, as the first skipped steps of a training run would.
     """
 
     def __init__(
@@ -104,7 +159,10 @@ class TorchModel(Model):
         x: torch.Tensor,
         device: str,
         keep_alive: Any = None,
+        grad_scaler: bool = False,
     ) -> None:
+        """``grad_scaler``: train with a float16 ``GradScaler`` (class docstring) although
+        ``linears`` are not float16 :class:`AmpLinear` (a network doing its own casts)."""
         self.network = network
         self.linears = linears
         self.x = x
@@ -112,12 +170,37 @@ class TorchModel(Model):
         self._keep_alive = keep_alive
         if isinstance(network, nn.Module):
             network.train()
+        self._scaler: torch.amp.GradScaler | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
+        if grad_scaler or any(isinstance(lin, AmpLinear) and lin.compute_dtype == torch.float16
+                              for lin in linears):
+            self._scaler = torch.amp.GradScaler(self.device.type)
+            self._optimizer = torch.optim.SGD(list(linears.parameters()), lr=0.0)
+            self._settle_scaler()
+
+    def _settle_scaler(self) -> None:
+        assert self._scaler is not None
+        for _ in range(SCALER_SETTLE_PASSES):
+            before = self._scaler.get_scale()
+            self.zero_grad()
+            self.backward(self.forward())
+            if self._scaler.get_scale() >= before:  # no inf/NaN: the scale was kept
+                self.zero_grad()
+                return
+        raise RuntimeError(f"float16 GradScaler found inf/NaN gradients in all "
+                           f"{SCALER_SETTLE_PASSES} passes (scale now {self._scaler.get_scale()})")
 
     def forward(self) -> torch.Tensor:
         return self.network(self.x)
 
     def backward(self, handle: torch.Tensor) -> None:
-        handle.sum().backward()  # type: ignore[no-untyped-call]
+        if self._scaler is None:
+            handle.sum().backward()  # type: ignore[no-untyped-call]
+            return
+        assert self._optimizer is not None
+        self._scaler.scale(handle.sum()).backward()  # type: ignore[no-untyped-call]
+        self._scaler.unscale_(self._optimizer)
+        self._scaler.update()
 
     def zero_grad(self) -> None:
         for p in self.linears.parameters():

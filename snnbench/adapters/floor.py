@@ -13,6 +13,10 @@ MKL path runs at half the speed on AMD CPUs):
   dY is a fixed Gaussian tensor (dense values: no zeros or denormals that could speed a GEMM);
 * step: both.
 
+Under automatic mixed precision (``amp-bf16`` / ``amp-fp16``) the GEMMs run in the 16-bit
+compute dtype on operands already in it: the casts of the float32 weights and activations that
+an AMP network also pays are left out, as the LIF scans are.
+
 The harness divides each adapter's step time by this one (``floor_ratio``). The element-wise
 LIF scans are not part of the floor: it is the GEMM ceiling of the hardware, not of a design.
 """
@@ -24,7 +28,14 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, FloatArray, NetworkSpec
+from snnbench.spec import (
+    DTYPES,
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    FloatArray,
+    NetworkSpec,
+)
 
 
 class FloorModel(Model):
@@ -35,13 +46,13 @@ class FloorModel(Model):
 
         from snnbench.fused import gemm
 
-        from ._torch_common import torch_dtype
+        from ._torch_common import TORCH_DTYPES, torch_dtype
 
         self.torch = torch
         self.gemm = gemm
         self.device = torch.device(device)
         self.shape = spec.input_shape()
-        dtype = torch_dtype(spec)
+        dtype = torch_dtype(spec) if spec.amp_dtype is None else TORCH_DTYPES[spec.amp_dtype]
         rows = spec.time_steps * spec.batch_size
         n = spec.neurons
 
@@ -105,6 +116,7 @@ class FloorAdapter(Adapter):
             devices=("cpu", "cuda"),
             dtypes=DTYPES,
             surrogates=SURROGATES,
+            matmul_precisions=MATMUL_PRECISIONS,
             exact_dynamics=False,
             exact_gradient=False,
             approximation_note="GEMM floor, not a network",

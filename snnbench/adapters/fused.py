@@ -18,7 +18,7 @@ import importlib.metadata
 from typing import Any
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 
 def _dist_version(name: str) -> str | None:
@@ -54,6 +54,10 @@ class FusedAdapter(Adapter):
             devices=("cuda",) if variant == "cudagraph" else ("cpu", "cuda"),
             dtypes=DTYPES,
             surrogates=SURROGATES,
+            # AMP (bf16/fp16 GEMMs, float32 scans) is checked on the CPU and in the Triton
+            # interpreter; CUDA graph capture of it is not, so cudagraph keeps float32 matmuls
+            matmul_precisions=(MATMUL_PRECISIONS if variant != "cudagraph"
+                               else ("strict", "tf32")),
             exact_dynamics=True,
             exact_gradient=True,
         )
@@ -84,9 +88,12 @@ class FusedAdapter(Adapter):
             raise AdapterUnavailable(f"the CPU scan could not be built: {exc}") from exc
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        import torch
+
         from snnbench.fused import LIFParams, fused_linear_lif
 
         from ._torch_common import (
+            TORCH_DTYPES,
             TorchModel,
             cuda_graphed_model,
             input_tensor,
@@ -94,7 +101,9 @@ class FusedAdapter(Adapter):
         )
 
         self.check_variant(variant, device)  # no-op once built; makes build() usable alone
-        linears = make_linears(spec, data, device)
+        # plain nn.Linear parameters (float32 under AMP): the fused layer does its own casts
+        linears = make_linears(spec.replace(matmul_precision="strict"), data, device)
+        compute = TORCH_DTYPES[spec.amp_dtype] if spec.amp_dtype is not None else None
         params = LIFParams(
             beta=float(spec.beta),
             threshold=float(spec.threshold),
@@ -108,11 +117,13 @@ class FusedAdapter(Adapter):
         def network(inp: Any) -> Any:
             h = inp
             for lin in linears:
-                h = fused_linear_lif(h, lin.weight, lin.bias, params, backend)  # type: ignore[arg-type]
+                h = fused_linear_lif(h, lin.weight, lin.bias, params, backend,  # type: ignore[arg-type]
+                                     compute_dtype=compute)
             return h
 
         x = input_tensor(spec, data, device)
         if variant == "cudagraph":
             return cuda_graphed_model(network, linears, x, device)
-        model: Model = TorchModel(network, linears, x, device)
+        model: Model = TorchModel(network, linears, x, device,
+                                  grad_scaler=compute == torch.float16)
         return model

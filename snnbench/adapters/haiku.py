@@ -13,7 +13,10 @@ transposed back for the gradients); ``init`` is never called for values.
 
 Precision: everything (parameters, input, currents, membrane state carried by the scan, spikes)
 is in the spec's dtype, as a plain implementation would compute it; XLA may keep intermediates
-of one fused element-wise expression in float32 before rounding the result.
+of one fused element-wise expression in float32 before rounding the result. Under automatic
+mixed precision (``amp-bf16`` / ``amp-fp16``, fp32 variant) the parameters, input and state
+stay float32 and only the Linear layers compute in 16 bits, hand-cast the way
+``torch.autocast`` computes them (:func:`snnbench.adapters._jax_common.amp_linear`).
 """
 
 from __future__ import annotations
@@ -36,9 +39,22 @@ def build_haiku_network(spec: NetworkSpec) -> Any:
     import jax.numpy as jnp
     from jax import lax
 
-    from ._jax_common import lax_precision, make_spike_fn
+    from ._jax_common import amp_linear, lax_precision, make_spike_fn
 
     spike = make_spike_fn(spec)
+    amp = jnp.dtype(spec.amp_dtype) if spec.amp_dtype is not None else None
+
+    class AmpLinear(hk.Linear):
+        """``hk.Linear``'s parameters (same names, shapes, dtype) computed by ``amp_linear``."""
+
+        def __call__(self, inputs: Any, *, precision: Any = None) -> Any:
+            n_in = inputs.shape[-1]
+            init = hk.initializers.TruncatedNormal(1.0 / n_in**0.5)
+            w = hk.get_parameter("w", [n_in, self.output_size], inputs.dtype, init=init)
+            b = (hk.get_parameter("b", [self.output_size], inputs.dtype, init=jnp.zeros)
+                 if self.with_bias else None)
+            return amp_linear(inputs, w, b, amp, precision)
+
     precision = lax_precision(spec)
     beta, theta = float(spec.beta), float(spec.threshold)
     subtract = spec.reset == "subtract"
@@ -54,7 +70,8 @@ def build_haiku_network(spec: NetworkSpec) -> Any:
     def network(x: Any) -> Any:
         h = x
         for layer in range(spec.layers):
-            linear = hk.Linear(spec.neurons, with_bias=spec.bias, name=f"linear_{layer}")
+            kind = hk.Linear if amp is None else AmpLinear
+            linear = kind(spec.neurons, with_bias=spec.bias, name=f"linear_{layer}")
             current = linear(h, precision=precision)
             v0 = jnp.zeros(current.shape[1:], current.dtype)
             _, h = lax.scan(lif_step, v0, current)

@@ -49,7 +49,7 @@ import types
 from typing import Any
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
-from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: lava's neuron scale: states live on a grid of 1 / (SCALE · 64) = 2^-18
 SCALE = 1 << 12
@@ -132,6 +132,7 @@ class LavaDlAdapter(Adapter):
             resets=("zero",),
             surrogates=SURROGATES,
             detach_reset=(True, False),
+            matmul_precisions=MATMUL_PRECISIONS,
             exact_dynamics=False,
             exact_gradient=False,
             approximation_note=(

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, CaseData, NetworkSpec
 
 from .torch_variants import COMPILE_CHUNK_STEPS, CompiledChunks
 
@@ -145,6 +145,7 @@ class NorseAdapter(Adapter):
             dtypes=DTYPES,
             surrogates=tuple(NORSE_SURROGATES),
             detach_reset=(False,),
+            matmul_precisions=MATMUL_PRECISIONS,
             exact_gradient=False,
             approximation_note=APPROXIMATION_NOTE,
         )

@@ -42,7 +42,7 @@ import sys
 from typing import Any
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
 EXODUS_SYN_DECAY_EXPONENT = 64
@@ -121,6 +121,7 @@ class RockpoolAdapter(Adapter):
             resets=("subtract",),
             surrogates=SURROGATES,
             detach_reset=(False,),
+            matmul_precisions=MATMUL_PRECISIONS,
         )
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 
 def make_reset_fn(reset: str, detach_reset: bool) -> Any:
@@ -115,6 +115,7 @@ class SinabsAdapter(Adapter):
             resets=("subtract", "zero"),
             surrogates=SURROGATES,
             detach_reset=(True, False),
+            matmul_precisions=MATMUL_PRECISIONS,
         )
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:

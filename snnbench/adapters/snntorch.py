@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: why reset "subtract" is refused (shown in the skipped row)
 SUBTRACT_REASON = (
@@ -51,6 +51,7 @@ class SnnTorchAdapter(Adapter):
             resets=("zero",),
             surrogates=SURROGATES,
             detach_reset=(True, False),
+            matmul_precisions=MATMUL_PRECISIONS,
         )
 
     def reason_skipped(self, spec: NetworkSpec, device: str, variant: str) -> str | None:

@@ -38,7 +38,7 @@ import os
 from typing import Any
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
 #: variants selected through ENV_VAR (SpikingJelly >= 2.0)
@@ -72,7 +72,8 @@ class SpikingJellyAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         if variant == "torch":
-            return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
+            return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
+                                matmul_precisions=MATMUL_PRECISIONS)
         return Capabilities(devices=("cuda",), dtypes=("float32",), surrogates=BUILTIN_SURROGATES)
 
     def worker_env(self, variant: str) -> dict[str, str]:

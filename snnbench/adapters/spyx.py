@@ -58,6 +58,7 @@ def canonical_lif_class() -> type:
             detach_reset: bool,
             activation: Any,
             dtype: Any,
+            current_dtype: Any = None,
         ) -> None:
             self.hidden_shape = hidden_shape
             self.beta = beta
@@ -66,9 +67,17 @@ def canonical_lif_class() -> type:
             self.detach_reset = detach_reset
             self.spike = activation
             self.dtype = dtype
+            self.current_dtype = current_dtype
 
         def __call__(self, x: Any, v: Any) -> tuple[Any, Any]:
-            """One time step: (input current (B, n), membrane (B, n)) → (spikes, membrane)."""
+            """One time step: (input current (B, n), membrane (B, n)) → (spikes, membrane).
+
+            Under AMP (``current_dtype`` set) the float32 current of the Linear layer before
+            (16-bit operands, float32 sum) is rounded once to ``current_dtype`` and back, as
+            autocast's Linear output is; the membrane stays float32.
+            """
+            if self.current_dtype is not None:
+                x = x.astype(self.current_dtype).astype(x.dtype)
             v = self.beta * v + x
             s = self.spike(v - self.threshold)
             r = lax.stop_gradient(s) if self.detach_reset else s
@@ -97,6 +106,9 @@ def build_spyx_network(spec: NetworkSpec, data: CaseData) -> Any:
     )
 
     dtype = jax_dtype(spec)
+    # AMP: float32 parameters, 16-bit operands with a float32 dot and bias add (nnx.Linear's
+    # dtype + preferred_element_type), rounded once in CanonicalLIF (see amp_linear)
+    amp = jnp.dtype(spec.amp_dtype) if spec.amp_dtype is not None else None
     name, slope = spec.surrogate, float(spec.surrogate_slope)
     activation = spyx.axn.custom(
         bwd=lambda u: surrogate_derivative(u, name, slope), fwd=heaviside_ge
@@ -111,9 +123,10 @@ def build_spyx_network(spec: NetworkSpec, data: CaseData) -> Any:
                 spec.neurons,
                 spec.neurons,
                 use_bias=spec.bias,
-                dtype=dtype,
+                dtype=dtype if amp is None else amp,
                 param_dtype=dtype,
                 precision=lax_precision(spec),
+                preferred_element_type=None if amp is None else jnp.float32,
                 kernel_init=lambda _key, _shape, _dtype, k=kernel: k,
                 bias_init=lambda _key, _shape, _dtype, c=bias: c,
                 rngs=rngs,
@@ -128,6 +141,7 @@ def build_spyx_network(spec: NetworkSpec, data: CaseData) -> Any:
                 spec.detach_reset,
                 activation,
                 dtype,
+                amp,
             )
         )
     return spyx.nn.Sequential(*layers)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
@@ -73,7 +73,8 @@ class TorchAdapter(Adapter):
     description = "plain PyTorch BPTT loop (the reference)"
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
+        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
+                            matmul_precisions=MATMUL_PRECISIONS)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         from ._torch_common import TorchModel, input_tensor

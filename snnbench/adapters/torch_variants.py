@@ -39,7 +39,7 @@ PyTorch's own tools, so their gain over ``torch`` is measured on the identical c
 from __future__ import annotations
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: worker environment for compiled adapters: no on-disk Inductor / AOT-autograd cache, so the
 #: first call is a cold compile on every run, not a cache hit that depends on earlier runs
@@ -81,7 +81,8 @@ class TorchCompileAdapter(CompiledChunks):
         "(compile time in first call)"
     )
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES)
+        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
+                            matmul_precisions=MATMUL_PRECISIONS)
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch

@@ -11,6 +11,13 @@ with dY, so forward+backward allocate y, the spikes and dW (+ dX) and nothing el
 For 16-bit dtypes v_pre is a separate float32 buffer (storing 16-bit v_pre could flip spikes when
 the backward recomputes them) and the 16-bit y is freed when the forward returns.
 
+Automatic mixed precision (``compute_dtype`` bfloat16 or float16 on float32 x, weight and bias,
+or a float32 call inside ``torch.autocast``): the three GEMMs run in ``compute_dtype`` on
+operands cast to it (the forward's y rounded once, as autocast's Linear), the scans in float32
+(v_pre float32; the scan reads y and writes dY in ``compute_dtype``), and spikes, dX, dW and db
+come back float32. The compute-dtype copies of x and W are what is saved for backward, as
+autocast saves its casts.
+
 Because the saved buffer is consumed in place, backward can run once per forward; a second
 backward through the same graph (``retain_graph=True``) raises instead of returning garbage.
 """
@@ -77,12 +84,19 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         bias: torch.Tensor | None,
         params: LIFParams,
         backend: str,
+        compute_dtype: torch.dtype | None = None,
     ) -> torch.Tensor:
         steps, batch, n_in = x.shape
         n_out = weight.shape[0]
+        out_dtype = x.dtype
+        if compute_dtype is not None and compute_dtype != x.dtype:
+            # AMP: the GEMMs' operands in compute_dtype; the caller's tensors stay float32
+            x = x.to(compute_dtype)
+            weight = weight.to(compute_dtype)
+            bias = bias.to(compute_dtype) if bias is not None else None
         x2 = x.reshape(steps * batch, n_in)
         # y = X Wᵀ + b over all T·B rows: one GEMM, time-major (T·B, n_out), contiguous.
-        # Autocast off: the layer computes in its inputs' dtype (y must have the spikes' dtype)
+        # Autocast off: the layer computes in the dtype chosen above (y has the scan's dtype)
         with torch.autocast(device_type=x.device.type, enabled=False):
             y = gemm.linear(x2, weight, bias)
         if y.dtype == torch.float32:
@@ -96,20 +110,22 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         )
         del y
         ctx.save_for_backward(x, weight, vpre.view(steps, batch, n_out))
+        ctx.out_dtype = out_dtype
         ctx.params = params
         ctx.backend = backend
         ctx.has_bias = bias is not None
         ctx.consumed = False
         ctx.set_materialize_grads(False)  # an unused output gets None, not a zero-filled tensor
-        return spikes
+        # spikes are 0 or 1: exact in any dtype; AMP returns them in the caller's float32
+        return spikes if spikes.dtype == out_dtype else spikes.to(out_dtype)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(
         ctx: Any, grad_s: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None, None]:
         if grad_s is None:
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         if ctx.consumed:
             raise RuntimeError(
                 "FusedLinearLIF: backward ran twice through the same forward; its saved buffer "
@@ -120,7 +136,7 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         steps, batch, n_out = vpre.shape
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if not (need_x or need_w or need_b):
-            return None, None, None, None, None
+            return None, None, None, None, None, None
         if x.dtype == torch.float32:
             dy = vpre  # dY overwrites v_pre in place
         else:
@@ -135,9 +151,15 @@ class FusedLinearLIFFunction(torch.autograd.Function):
                 grad_x = gemm.grad_input(dy2, weight).view(x.shape)
             if need_w:
                 grad_w = gemm.grad_weight(dy2, x.reshape(steps * batch, x.shape[2]))
+        # AMP: the gradients of the caller's float32 tensors (autocast's casts do the same)
+        out = ctx.out_dtype
+        if grad_x is not None:
+            grad_x = grad_x.to(out)
+        if grad_w is not None:
+            grad_w = grad_w.to(out)
         if need_b and ctx.has_bias and db is not None:
-            grad_b = db.to(weight.dtype)
-        return grad_x, grad_w, grad_b, None, None
+            grad_b = db.to(out)
+        return grad_x, grad_w, grad_b, None, None, None
 
 
 def fused_linear_lif(
@@ -146,6 +168,7 @@ def fused_linear_lif(
     bias: torch.Tensor | None = None,
     params: LIFParams | None = None,
     backend: str = "auto",
+    compute_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Linear + LIF over a time-major sequence: X (T, B, n_in) → spikes (T, B, n_out).
 
@@ -153,6 +176,11 @@ def fused_linear_lif(
     must share a dtype (float32, bfloat16 or float16) and device. The membrane state is float32
     whatever the dtype. ``backend``: ``auto`` (Triton on CUDA, compiled C++ on CPU), ``triton``
     or ``cpu``. Differentiable in x, weight and bias.
+
+    ``compute_dtype`` (bfloat16 or float16, on float32 tensors): automatic mixed precision, the
+    GEMMs in that dtype and the scans in float32 (module docstring); spikes and gradients are
+    float32. When it is None and the call is inside ``torch.autocast`` for the tensors' device,
+    float32 tensors take autocast's dtype, as ``nn.Linear`` would.
     """
     p = params if params is not None else LIFParams()
     if x.dim() != 3:
@@ -175,8 +203,16 @@ def fused_linear_lif(
         )
     if len({t.device for t in tensors}) != 1:
         raise ValueError("x, weight and bias must be on the same device")
+    if compute_dtype is None and x.dtype == torch.float32 and torch.is_autocast_enabled(
+            x.device.type):
+        compute_dtype = torch.get_autocast_dtype(x.device.type)
+    if compute_dtype is not None and (
+        compute_dtype not in (torch.bfloat16, torch.float16) or x.dtype != torch.float32
+    ):
+        raise TypeError(f"compute_dtype (mixed precision) must be bfloat16 or float16 on float32 "
+                        f"tensors; got {compute_dtype} on {x.dtype}")
     chosen = resolve_backend(backend, x.device)
     out: torch.Tensor = FusedLinearLIFFunction.apply(  # type: ignore[no-untyped-call,unused-ignore]
-        x, weight, bias, p, chosen
+        x, weight, bias, p, chosen, compute_dtype
     )
     return out
