@@ -570,6 +570,12 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     c_cpu = (cand.get("cpu") or {}).get("model") if isinstance(cand.get("cpu"), dict) else None
     if b_cpu != c_cpu:
         warnings.append(f"CPU differs: {b_cpu or '?'} → {c_cpu or '?'}")
+    # a VM may name AVX2 and AVX-512 hosts alike: the ISA tells them apart (where recorded)
+    b_isa = (base.get("cpu") or {}).get("isa") if isinstance(base.get("cpu"), dict) else None
+    c_isa = (cand.get("cpu") or {}).get("isa") if isinstance(cand.get("cpu"), dict) else None
+    if isinstance(b_isa, list) and isinstance(c_isa, list) and b_isa != c_isa:
+        warnings.append(f"CPU features differ: {' '.join(b_isa) or 'none'} → "
+                        f"{' '.join(c_isa) or 'none'}")
     for name in ("python", "os"):
         if base.get(name) != cand.get(name):
             warnings.append(f"{name} differs: {base.get(name) or '?'} → {cand.get(name) or '?'}")

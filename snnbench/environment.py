@@ -66,6 +66,29 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+#: CPU features that change what the CPU kernels can do (vector width, 16-bit and matrix units):
+#: a virtual machine may hide the model name ("AMD EPYC"), and then only these tell an AVX2 host
+#: from an AVX-512 one, whose fused scan and GEMMs run at other speeds
+CPU_ISA_FLAGS: tuple[str, ...] = (
+    "sse4_2", "avx", "f16c", "fma", "avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve", "sve2",
+)
+
+
+def cpu_isa(cpuinfo: str | None = None) -> list[str] | None:
+    """The :data:`CPU_ISA_FLAGS` the CPU has, in that order, from /proc/cpuinfo's ``flags``
+    (x86) or ``Features`` (Arm) line; None where there is no such file."""
+    try:
+        text = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            have = set(line.split(":", 1)[1].split())
+            return [flag for flag in CPU_ISA_FLAGS if flag in have]
+    return None
+
+
 def nvidia_gpus() -> list[dict[str, Any]]:
     """NVIDIA GPUs seen by NVML; an empty list when there is no driver or no GPU."""
     try:
@@ -196,6 +219,7 @@ def collect_environment() -> dict[str, Any]:
         "hostname_hash": _hostname_hash(),
         "cpu": {
             "model": cpu_model(),
+            "isa": cpu_isa(),
             "cores_logical": psutil.cpu_count(logical=True),
             "cores_physical": psutil.cpu_count(logical=False),
             "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

@@ -69,10 +69,16 @@ def machine_of(manifest: dict[str, Any], host: str = "") -> Machine:
     assert isinstance(cpu, dict)
     gpus = sorted(str(g.get("name", "?")) for g in manifest.get("gpus") or []
                   if isinstance(g, dict))
+    # the vector ISA too: a VM may show one model name ("AMD EPYC") for AVX2 and AVX-512 hosts,
+    # whose CPU kernels run at other speeds (runs before the field was recorded: "isa?")
+    isa = cpu.get("isa")
+    isa_text = " ".join(str(f) for f in isa) if isinstance(isa, list) else "isa?"
     parts = [str(manifest.get("hostname_hash") or "?"), str(cpu.get("model") or "?"),
-             str(cpu.get("cores_logical") or "?"), *gpus, host]
+             str(cpu.get("cores_logical") or "?"), isa_text, *gpus, host]
     key = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:8]
-    label = f"{cpu.get('model') or 'unknown CPU'} ×{cpu.get('cores_logical') or '?'}"
+    widest = next((f for f in ("amx_bf16", "avx512_bf16", "avx512f", "avx2", "sve", "asimd")
+                   if isinstance(isa, list) and f in isa), "ISA unknown")
+    label = f"{cpu.get('model') or 'unknown CPU'} ×{cpu.get('cores_logical') or '?'} {widest}"
     if gpus:
         label += " + " + ", ".join(gpus)
     label += f" (host {host or manifest.get('hostname_hash') or '?'})"

@@ -446,3 +446,15 @@ def test_renderers(tmp_path: Path) -> None:
     assert "hierarchical bootstrap" in text
     with pytest.raises(ValueError):
         format_comparison(cmp, "xml")  # type: ignore[arg-type]
+
+
+def test_another_cpu_isa_is_a_warning_even_under_one_model_name() -> None:
+    from snnbench.compare import manifest_warnings
+
+    avx512 = {"cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2", "avx512f"]}}
+    avx2 = {"cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2"]}}
+    assert any("CPU features differ: avx avx2 avx512f → avx avx2" in w
+               for w in manifest_warnings(avx512, avx2))
+    assert not any("features" in w for w in manifest_warnings(avx2, dict(avx2)))
+    # runs from before the field: nothing to say
+    assert not any("features" in w for w in manifest_warnings({"cpu": {"model": "x"}}, avx2))

@@ -159,8 +159,10 @@ def browser() -> Iterator[Any]:
 def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
                                                               browser: Any) -> None:
     out = tmp_path / "site"
+    # the committed runs come from two machines that name one CPU model ("AMD EPYC"): an AVX2
+    # VM (cpu-default-avx2) and hosts whose ISA went unrecorded; each is drawn apart
     proc = run_cli("history", str(REPO / "results" / "reference"),
-                   str(REPO / "results" / "baselines"), "--out", str(out))
+                   str(REPO / "results" / "baselines"), "--per-machine", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "history.json").read_text())
     figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]})
@@ -194,3 +196,22 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
     browser.execute_script("document.querySelector('h2[id=g0]').scrollIntoView()")
     plots = ARTIFACTS / "history-reference-plots.png"
     assert browser.save_screenshot(str(plots)) and plots.stat().st_size > 10_000
+
+
+def test_machines_with_one_model_name_but_another_isa_are_apart(tmp_path: Path) -> None:
+    # a VM shows "AMD EPYC" for AVX2 and AVX-512 hosts alike: joined on one line, the AVX2
+    # run's slower fused scan read as a 2.8x step between two commits
+    proc = run_cli("history", str(REPO / "results" / "reference"),
+                   str(REPO / "results" / "baselines"), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 2
+    assert "2 machines" in proc.stderr and "avx2" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cpu_isa_reads_the_flags_that_change_cpu_kernels() -> None:
+    from snnbench.environment import cpu_isa
+
+    x86 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx f16c fma avx2 avx512f avx512_bf16 ht\n"
+    assert cpu_isa(x86) == ["sse4_2", "avx", "f16c", "fma", "avx2", "avx512f", "avx512_bf16"]
+    assert cpu_isa("Features\t: fp asimd sve\n") == ["asimd", "sve"]
+    assert cpu_isa("nothing here\n") is None
