@@ -169,7 +169,9 @@ def test_a_slurm_sweep_gives_the_serial_rows_with_the_concurrency_that_ran(
     assert execution["concurrency"] == 1
     assert len(execution["engine_jobs"]) == len(outcome.records)  # one case per task
     proc = run_cli("compare", str(serial), str(run))
-    assert proc.returncode in (0, 1), proc.stderr  # 1: a timing regression (a busy machine)
+    # 1: a timing regression, 3: inconclusive (one process a side on a busy machine); either way
+    # the gate ran and nothing was refused
+    assert proc.returncode in (0, 1, 3), proc.stderr
     assert "concurrency differs" not in proc.stdout
 
 
