@@ -489,7 +489,7 @@ done(True, "setuptools %s, wheel %s, ninja %s" % (ver("setuptools"), ver("wheel"
 
 
 HARNESS_ROOTS = ("numpy", "scipy", "pandas", "pyarrow", "typer", "rich", "matplotlib", "psutil",
-                 "nvidia-ml-py")
+                 "nvidia-ml-py", "packaging", "uv", "ruptures")
 #: per step, what its library's import and run need besides the machine's torch/JAX (the lock's
 #: graph adds their own requirements). tests/test_gpu_setup.py runs each adapter with only
 #: these visible. SpikingJelly and lava-dl themselves are installed by their own commands.
@@ -502,6 +502,7 @@ ROOTS: dict[str, tuple[str, ...]] = {
     "sinabs": ("sinabs", "pbr", "nir", "nirtorch", "matplotlib"),
     "rockpool": ("rockpool",),
     "dm-haiku": ("dm-haiku",),
+    "brainstate": ("brainstate",),
     "spyx": ("spyx",),
     "lava-dl": ("opencv-python-headless", "h5py", "ninja"),
     "cupy": ("cuda-pathfinder",),
@@ -736,6 +737,7 @@ PLANNERS: dict[str, Callable[[Context], Step]] = {
                          pre=_HIDE_SAMNA),
     "dm-haiku": _library("dm-haiku", ("haiku",)),
     "jax-cuda": plan_jax_cuda,
+    "brainstate": _library("brainstate", ("brainstate",)),
     "spyx": plan_spyx,
     "lava-dl": plan_lava_dl,
     "cupy": plan_cupy,
@@ -888,6 +890,30 @@ def download_commands(ctx: Context, dest: Path, python_version: str,
     return commands, notes
 
 
+#: run by :func:`pure_wheel_command`: build the wheel, keep it only if it is pure Python
+_PURE_WHEEL = """
+import glob, os, subprocess, sys
+pin, dest = sys.argv[1], sys.argv[2]
+before = set(glob.glob(os.path.join(dest, '*.whl')))
+code = subprocess.call([sys.executable, '-m', 'pip', 'wheel', '--no-deps',
+                        '--disable-pip-version-check', '-q', '-w', dest, pin])
+impure = [w for w in set(glob.glob(os.path.join(dest, '*.whl'))) - before
+          if not w.endswith('-none-any.whl')]
+for w in impure:
+    os.remove(w)
+if impure:
+    sys.exit('not pure Python: ' + ', '.join(os.path.basename(w) for w in impure))
+sys.exit(code)
+"""
+
+
+def pure_wheel_command(command: Command) -> tuple[str, ...]:
+    """For ``command`` (a binary-only ``pip download`` for another platform), a command that
+    builds the project's wheel from its sdist here and keeps it only if it is pure Python."""
+    argv = list(command.argv)
+    return (sys.executable, "-c", _PURE_WHEEL, argv[-1], argv[argv.index("--dest") + 1])
+
+
 # ---------------------------------------------------------------------------------- main
 
 
@@ -1014,6 +1040,11 @@ def _download(ctx: Context, args: argparse.Namespace) -> int:
             continue
         result = subprocess.run(command.argv, capture_output=True, text=True)
         what = command.argv[-1]
+        if result.returncode != 0 and "--only-binary=:all:" in command.argv:
+            # a pure-Python project that publishes only an sdist (norse, rockpool): build its
+            # wheel here, since the offline machine may lack the sdist's build backend
+            result = subprocess.run(pure_wheel_command(command), capture_output=True,
+                                    text=True)
         print(f"{what:<40} {'ok' if result.returncode == 0 else 'FAILED: ' + tail(result.stderr)}",
               flush=True)
         failed += result.returncode != 0
