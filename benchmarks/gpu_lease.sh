@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One short lease of a GPU box (no network) for issue 18, in one command:
+#   set-up from a carried wheelhouse, verify on CUDA, the timer/IQR/null goals, fused bf16 against
+#   the floor, which SpikingJelly kernels run, and one light sweep of every adapter at n=512.
+# Usage (repository root, on the box):  bash benchmarks/gpu_lease.sh WHEELHOUSE OUTDIR BUDGET_S
+# Every step is time-boxed against BUDGET_S; logs and run folders go to OUTDIR/lease.tar.gz.
+set -u
+wheels=${1:?wheelhouse}; out=${2:?out folder}; budget=${3:-520}
+work=results/gpu-lease; mkdir -p "$work"
+left() { echo $(( budget - SECONDS )); }
+box() { # box SECONDS NAME CMD...: run CMD with at most SECONDS (and never past the budget)
+  local limit=$1 name=$2; shift 2
+  local cap; cap=$(left); cap=$(( cap - 25 )); (( limit > cap )) && limit=$cap
+  if (( limit < 10 )); then echo "== $name: skipped, budget spent" | tee -a "$work/steps.txt"; return; fi
+  local t0=$SECONDS
+  timeout -k 5 "$limit" "$@" >"$work/$name.log" 2>&1; local rc=$?
+  echo "== $name: exit $rc in $(( SECONDS - t0 )) s (limit $limit s)" | tee -a "$work/steps.txt"
+  tail -n 25 "$work/$name.log"
+}
+export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+  --format=csv | tee "$work/gpu.txt"
+# SpikingJelly's native CUDA build (CPU-bound) beside the other set-up steps and verify (untimed)
+timeout -k 5 220 python3 snnbench/gpu_setup.py install --wheelhouse "$wheels" --arch-list 9.0 \
+  --only spikingjelly --max-jobs 12 >"$work/setup-sj.log" 2>&1 &
+sj=$!
+box 150 setup python3 snnbench/gpu_setup.py install --wheelhouse "$wheels" --arch-list 9.0 \
+  --skip spikingjelly,sinabs-exodus --max-jobs 4
+box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
+  --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100
+wait $sj; echo "== setup-sj: exit $? at $SECONDS s" | tee -a "$work/steps.txt"; tail -n 8 "$work/setup-sj.log"
+box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cuda --samples 15 \
+  --cases fused:512,fused::cudagraph:512,torch:512,floor:512,null:512,fused:4096,floor:4096
+box 50 timers-bf16 python3 benchmarks/gpu_timers.py --device cuda --samples 11 --dtype bfloat16 \
+  --cases fused:512,fused::cudagraph:512,floor:512,fused:2048,fused::cudagraph:2048,floor:2048,fused:4096,floor:4096
+box 35 sj-kernels python3 benchmarks/sj_kernels.py --device cuda --neurons 512
+box 400 run python3 -m snnbench run --config benchmarks/gpu-lease.toml --out "$work/run"
+python3 -m snnbench report "$work/run" >"$work/report.log" 2>&1
+echo "== total $SECONDS s" | tee -a "$work/steps.txt"
+tar czf "$out/lease.tar.gz" "$work" build/gpu-setup 2>/dev/null
