@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
+import subprocess
 import sys
 from types import FrameType
 from typing import Any
@@ -84,7 +86,16 @@ def main() -> None:
     parser.add_argument("--neurons", type=int, default=512)
     parser.add_argument("--variants", default="torch,triton,cuda")
     args = parser.parse_args()
-    for variant in args.variants.split(","):
+    variants = args.variants.split(",")
+    if len(variants) > 1:
+        # the backend is chosen by an environment variable read when SpikingJelly is imported
+        # (the adapter's worker_env): one fresh process per variant, as in a benchmark run
+        for variant in variants:
+            env = {**os.environ, **get_entry("spikingjelly").create().worker_env(variant)}
+            subprocess.run([sys.executable, __file__, "--device", args.device, "--neurons",
+                            str(args.neurons), "--variants", variant], env=env, check=False)
+        return
+    for variant in variants:
         try:
             row = probe(variant, args.device, args.neurons)
         except Exception as exc:  # each variant is reported, even when another fails

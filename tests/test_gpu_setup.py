@@ -537,3 +537,22 @@ def test_harness_counts_only_this_checkouts_snnbench(tmp_path: Path) -> None:
     assert not_ours.detail == (f"snnbench imports from {REPO / 'snnbench'}, not from this "
                                "checkout")
     assert requirements(step(other, "harness").commands[-1]) == [str(tmp_path)]
+
+
+def test_the_harness_step_installs_every_runtime_dependency_of_snnbench() -> None:
+    """The first H100 lease after uv, packaging and ruptures became dependencies found them
+    missing from the harness step: the step must follow pyproject, not a second list."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    needed = {gs.canonical(Requirement(r).name) for r in project["project"]["dependencies"]}
+    covered = {gs.canonical(n) for n in gs.ROOTS["harness"]}
+    assert needed - covered == set()
+
+
+def test_each_library_step_installs_what_its_adapter_imports() -> None:
+    """brainstate's adapter imports braintools, which brainstate itself does not require."""
+    assert "braintools" in gs.ROOTS["brainstate"]
+    assert "brainstate" in gs.PLANNERS
