@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from snnbench import nvml as nvml_lib
+from snnbench.nvml import NvmlUnavailable
+
 #: the shortest region worth metering: well above the counter's refresh period, so the
 #: quantisation error of one reading is a small share of the energy measured
 MIN_REGION_S = 1.0
@@ -34,7 +37,7 @@ MIN_REGION_S = 1.0
 MAX_STEPS = 1_000_000
 
 
-class EnergyUnavailable(Exception):
+class EnergyUnavailable(NvmlUnavailable):
     """NVML or its energy counter cannot be used here; the message says why."""
 
 
@@ -60,15 +63,6 @@ class EnergyResult:
     steps: int
     region_s: float
     joules: float
-
-
-def _load_nvml() -> Any:
-    """The ``pynvml`` module (package ``nvidia-ml-py``); a seam the tests replace with a fake."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise EnergyUnavailable("nvidia-ml-py (pynvml) is not installed") from exc
-    return pynvml
 
 
 class EnergyMeter:
@@ -97,16 +91,15 @@ class EnergyMeter:
         """Initialise NVML and check the counter can be read; idempotent."""
         if self._handle is not None:
             return self
-        nvml = _load_nvml()
         try:
-            nvml.nvmlInit()
-        except nvml.NVMLError as exc:  # LibraryNotFound, DriverNotLoaded, ...
-            raise EnergyUnavailable(f"NVML cannot be initialised: {exc}") from exc
+            nvml = nvml_lib.init()
+        except NvmlUnavailable as exc:  # not installed, LibraryNotFound, DriverNotLoaded, ...
+            raise EnergyUnavailable(str(exc)) from exc
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(self.device_index)
             nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
         except nvml.NVMLError as exc:  # NotSupported (pre-Volta), InvalidArgument (index)
-            nvml.nvmlShutdown()
+            nvml_lib.shutdown(nvml)
             raise EnergyUnavailable(
                 f"no energy counter on NVML device {self.device_index}: {exc}"
             ) from exc

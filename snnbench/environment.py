@@ -6,7 +6,6 @@ missing piece reads as absent (empty list, None), never as a crash.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
 import platform
@@ -18,6 +17,7 @@ from typing import Any
 import psutil
 
 import snnbench
+from snnbench import nvml
 
 #: distributions whose versions every manifest records (None when not installed)
 TRACKED_PACKAGES: tuple[str, ...] = (
@@ -92,12 +92,8 @@ def cpu_isa(cpuinfo: str | None = None) -> list[str] | None:
 def nvidia_gpus() -> list[dict[str, Any]]:
     """NVIDIA GPUs seen by NVML; an empty list when there is no driver or no GPU."""
     try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA GPU here
+        pynvml = nvml.init()
+    except nvml.NvmlUnavailable:  # no package, no driver: no NVIDIA GPU here
         return []
     try:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -122,12 +118,10 @@ def nvidia_gpus() -> list[dict[str, Any]]:
     except Exception:
         return []
     finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+        nvml.shutdown(pynvml)
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+_text = nvml.text
 
 
 def git_state(repo: Path | None = None) -> dict[str, Any]:

@@ -5,8 +5,8 @@ warm-up waits for the boost (:meth:`GpuState.at_boost`), and a clock that falls 
 phases are timed (heat or a power cap: throttling) makes every later sample slower, which
 :func:`throttle_warning` reports in the row's ``warning`` column.
 
-NVML is loaded through :func:`snnbench.energy._load_nvml`, the same seam the energy meter uses
-(tests replace it with a fake). Where NVML is absent, :func:`open_monitor` returns None and
+NVML is opened through :mod:`snnbench.nvml`, as everywhere else (tests replace its ``load``
+with a fake). Where NVML is absent, :func:`open_monitor` returns None and
 nothing is recorded; a field NVML cannot read is NaN, never a crash.
 """
 
@@ -18,7 +18,7 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from snnbench import energy
+from snnbench import nvml as nvml_lib
 
 #: the SM clock is "at boost" from this fraction of its maximum on
 BOOST_FRACTION = 0.95
@@ -108,12 +108,8 @@ def open_monitor(device: str, environ: dict[str, str] | None = None) -> GpuMonit
     if device != "cuda":
         return None
     try:
-        nvml = energy._load_nvml()
-    except energy.EnergyUnavailable:
-        return None
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError:
+        nvml = nvml_lib.init()
+    except nvml_lib.NvmlUnavailable:
         return None
     gpu = _visible_gpu(os.environ if environ is None else environ)
     try:
@@ -122,7 +118,7 @@ def open_monitor(device: str, environ: dict[str, str] | None = None) -> GpuMonit
         else:
             handle = nvml.nvmlDeviceGetHandleByIndex(int(gpu) if gpu.isdigit() else 0)
     except nvml.NVMLError:
-        nvml.nvmlShutdown()
+        nvml_lib.shutdown(nvml)
         return None
     return GpuMonitor(nvml, handle)
 

@@ -25,7 +25,6 @@ that became busy after its pre-flight check is marked case by case.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -34,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from snnbench import nvml
 from snnbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -154,12 +154,8 @@ class GpuProcess:
 def nvml_compute_processes() -> list[GpuProcess]:
     """Compute processes on every NVIDIA GPU, but this process (none without NVML)."""
     try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no GPU: nothing can run on one
+        pynvml = nvml.init()
+    except nvml.NvmlUnavailable:  # no package, no driver, no GPU: nothing can run on one
         return []
     found: list[GpuProcess] = []
     try:
@@ -174,8 +170,7 @@ def nvml_compute_processes() -> list[GpuProcess]:
     except Exception:  # a driver that answers part of the questions: report what it did
         pass
     finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+        nvml.shutdown(pynvml)
     return found
 
 

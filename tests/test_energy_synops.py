@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from snnbench import energy
+from snnbench import nvml
 from snnbench.energy import EnergyMeter, EnergyUnavailable, energy_available, measure_energy
 from snnbench.reference import run_reference
 from snnbench.spec import NetworkSpec, make_case_data
@@ -80,7 +80,7 @@ class FakeGPU:
 @pytest.fixture
 def gpu(monkeypatch: pytest.MonkeyPatch) -> FakeGPU:
     fake = FakeGPU(step_s=[0.125])
-    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "load", lambda: fake)
     return fake
 
 
@@ -100,7 +100,7 @@ def test_joules_per_step_arithmetic(gpu: FakeGPU) -> None:
 def test_region_extends_when_calibration_overestimates(monkeypatch: pytest.MonkeyPatch) -> None:
     # the first (cold) step takes 1 s, later ones 0.125 s: batches of 1 then 7 fill the region
     fake = FakeGPU(step_s=[1.0, 0.125])
-    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "load", lambda: fake)
     result = measure_energy(fake.step, fake.sync, 1.0, clock=fake.clock)
     assert result is not None
     assert result.steps == 8 and result.region_s == pytest.approx(1.0)

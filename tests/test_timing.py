@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from snnbench import energy, gpustate
+from snnbench import energy, gpustate, nvml
 from snnbench.adapter import Adapter, Capabilities, Model
 from snnbench.contract import CaseRecord, Job
 from snnbench.gpustate import GpuState, open_monitor, throttle_warning
@@ -330,7 +330,7 @@ class FakeNVML:
 def test_the_monitor_reads_the_visible_gpu_and_nan_for_what_nvml_cannot(
         monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNVML([345])
-    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "load", lambda: fake)
     assert open_monitor("cpu") is None
     monitor = open_monitor("cuda", {"CUDA_VISIBLE_DEVICES": "GPU-abc,GPU-def"})
     assert monitor is not None
@@ -348,7 +348,7 @@ def test_no_nvml_means_no_monitor(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> Any:
         raise energy.EnergyUnavailable("nvidia-ml-py (pynvml) is not installed")
 
-    monkeypatch.setattr(energy, "_load_nvml", missing)
+    monkeypatch.setattr(nvml, "load", missing)
     assert gpustate.open_monitor("cuda") is None
 
 
@@ -417,7 +417,7 @@ def test_a_clock_drop_during_a_case_is_a_warning_in_its_stored_rows(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # reads: before the warm-up (idle), the warm-up's boost check, before timing, after timing
     fake = FakeNVML([345, 1980, 1980, 1410])
-    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "load", lambda: fake)
     record = _measured("cuda")
     info = MeasurementInfo.from_dict(record.measurement)
     assert info.warmup_stop == "boost"
@@ -482,7 +482,7 @@ def test_the_case_table_tells_a_throttled_case_from_a_noisy_one(
     from snnbench.tables import NOISY_NOTE, THROTTLED_NOTE, case_rows
 
     fake = FakeNVML([345, 1980, 1980, 1410])
-    monkeypatch.setattr(energy, "_load_nvml", lambda: fake)
+    monkeypatch.setattr(nvml, "load", lambda: fake)
     summary = summary_frame([_measured("cuda")], "r1")
     summary["warning"] = summary["warning"].str.replace(r"^.*?(throttled:)", r"\1", regex=True)
     (row,) = case_rows(summary)

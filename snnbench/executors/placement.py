@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from snnbench import nvml
 from snnbench.executors.base import ExecutorError
 
 
@@ -74,23 +75,17 @@ def _mask_to_cpus(words: Sequence[int], word_bits: int = 64) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def _nvml(nvml: Any | None) -> Iterator[Any]:
-    lib: Any = nvml
-    if lib is None:
-        try:
-            import pynvml
-        except ImportError as exc:
+def _nvml(lib: Any | None) -> Iterator[Any]:
+    try:
+        opened = nvml.init(lib)
+    except nvml.NvmlUnavailable as exc:
+        if exc.missing:
             raise ExecutorError("--gpus needs NVML (the nvidia-ml-py package)") from exc
-        lib = pynvml
+        raise ExecutorError(f"--gpus: NVML sees no NVIDIA GPU here ({exc.__cause__})") from exc
     try:
-        lib.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded...
-        raise ExecutorError(f"--gpus: NVML sees no NVIDIA GPU here ({exc})") from exc
-    try:
-        yield lib
+        yield opened
     finally:
-        with contextlib.suppress(Exception):
-            lib.nvmlShutdown()
+        nvml.shutdown(opened)
 
 
 def list_gpus(nvml: Any | None = None) -> list[Gpu]:
