@@ -34,11 +34,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from snnbench.contract import CaseRecord, case_busy_cores, now_utc
 from snnbench.errors import UserError
 
 if TYPE_CHECKING:
     from snnbench.config import RunSettings
-    from snnbench.contract import CaseRecord
+    from snnbench.executors.base import Executor
 
 #: version of the record below (bump when a field changes meaning)
 PREFLIGHT_SCHEMA = 1
@@ -363,8 +364,6 @@ def _turbo_finding(turbo: bool | None) -> Finding:
 def check_machine(threads: int, jobs: int = 1, device: str = "cpu", when: str = "start",
                   probes: Probes | None = None) -> Preflight:
     """Check this machine for a run of ``jobs`` cases at once, ``threads`` threads each."""
-    from snnbench.contract import now_utc
-
     probes = probes or PROBES
     load = probes.loadavg()
     cpus = max(1, probes.cpus())
@@ -398,7 +397,7 @@ def refusal(preflight: Preflight) -> str:
     return f"--strict: the machine is noisy, not running ({reasons})"
 
 
-def preflight_check(settings: RunSettings, executor: Any, device: str,
+def preflight_check(settings: RunSettings, executor: Executor, device: str,
                     notify: Callable[[str], None] | None, when: str = "start",
                     probes: Probes | None = None) -> Preflight | None:
     """The check a sweep runs before (and after) its cases, on this machine.
@@ -409,9 +408,9 @@ def preflight_check(settings: RunSettings, executor: Any, device: str,
     otherwise every warning goes to ``notify``, one line each (notices, which change nothing a
     user must act on, are only recorded; ``snnbench env --check`` shows them).
     """
-    if getattr(executor, "name", "local") != "local":
+    if not executor.runs_on_this_machine:
         return None
-    jobs = int(getattr(executor, "concurrency", 1) or 1)
+    jobs = executor.concurrency
     result = check_machine(settings.resolved_threads, jobs, device, when, probes)
     if when == "start" and settings.strict and result.noisy:
         raise NoisyMachine(refusal(result))
@@ -420,17 +419,6 @@ def preflight_check(settings: RunSettings, executor: Any, device: str,
             if finding.level == "warning":
                 notify(f"{finding.level}: {finding.message}")
     return result
-
-
-def case_busy_cores(record: CaseRecord) -> float | None:
-    """Cores other processes used while the case's phases were timed, less what the cases run
-    beside it (``--jobs``) were expected to use; None when the worker did not measure it."""
-    cpu = record.measurement.get("cpu")
-    if not isinstance(cpu, Mapping) or "others_cores" not in cpu:
-        return None
-    threads = int(record.settings.get("threads", 1) or 1)
-    siblings = max(0, record.placement.concurrency - 1) * threads
-    return max(0.0, float(cpu["others_cores"]) - siblings)
 
 
 @dataclass

@@ -17,6 +17,8 @@ import pandas as pd
 
 from snnbench import schema
 from snnbench.errors import UserError
+from snnbench.storage import RunDir
+from snnbench.storage import with_added_columns as with_added_columns  # re-exported
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = schema.SUMMARY_INT_COLUMNS + schema.SUMMARY_FLOAT_COLUMNS
@@ -117,8 +119,6 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     if not root.is_dir():
         raise RunDirError(f"{root} is not a folder")
     manifest = load_manifest(root)
-    from snnbench.storage import RunDir
-
     holder = RunDir(root).live_holder()
     if holder is not None:
         # its tables change with every case that finishes: read it once the run has ended
@@ -162,18 +162,6 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
              "metric", "unit", "environment"),
         )
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
-
-
-def with_added_columns(frame: pd.DataFrame,
-                       columns: tuple[str, ...] = schema.SUMMARY_COLUMNS) -> pd.DataFrame:
-    """A copy of ``frame`` (a table with ``columns``) with the columns of
-    :data:`schema.ADDED_COLUMN_DEFAULTS` it lacks (a run written before they existed), filled
-    with their defaults."""
-    frame = frame.copy()
-    for column, default in schema.ADDED_COLUMN_DEFAULTS.items():
-        if column in columns and column not in frame.columns:
-            frame[column] = default
-    return frame
 
 
 def adapter_label(adapter: str, variant: str, environment: str = "") -> str:

@@ -27,7 +27,7 @@ from snnbench.environment import collect_environment, nvidia_gpus
 from snnbench.errors import UserError
 from snnbench.executors import Executor, ExecutorSettings, make_executor
 from snnbench.executors.placement import hostname
-from snnbench.executors.remote import CANCEL, HEARTBEAT
+from snnbench.executors.plugins import recorded_commands as recorded_commands
 from snnbench.libenv import (
     Base,
     BuildSettings,
@@ -492,7 +492,7 @@ def execute(
     # this process's threads make the local job folders: were it killed outright, its guard
     # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
     reaper = (start_reaper(work_dir, [job.key for job in runnable])
-              if runnable and executor.name == "local" else None)
+              if runnable and executor.runs_on_this_machine else None)
     records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
     try:
         for record in records:
@@ -502,18 +502,19 @@ def execute(
         with contextlib.suppress(Exception):
             records.close()  # type: ignore[attr-defined]
         executor.close()
-        clean_work_dir(work_dir, [job.key for job in runnable])
+        clean_work_dir(work_dir, [job.key for job in runnable], executor.work_files)
         if reaper is not None:
             stop_reaper(reaper)
 
 
-def clean_work_dir(work_dir: Path, keys: list[str]) -> None:
+def clean_work_dir(work_dir: Path, keys: list[str], files: tuple[str, ...] = ()) -> None:
     """Once the executor has stopped: remove what its cases left in the jobs folder (an
     engine may SIGKILL a worker, which then cannot clean up: Ray does on a cancel), then the
-    folder itself when nothing else is in it."""
+    folder itself when nothing else is in it. ``files``: what the executor keeps there beside
+    the case folders (:attr:`~snnbench.executors.base.Executor.work_files`)."""
     for key in keys:
         shutil.rmtree(work_dir / key, ignore_errors=True)
-    for name in (HEARTBEAT, CANCEL):
+    for name in files:
         with contextlib.suppress(OSError):
             (work_dir / name).unlink()
     with contextlib.suppress(OSError):
@@ -654,7 +655,7 @@ def start_run(
     outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
     started = now_utc()
     try:
-        if executor.name == "local":
+        if executor.runs_on_this_machine:
             write_machine_record(run_dir.path, hostname(), executor.name)
         jobs = plan_jobs(tasks, config.run, entries)
         outcome.skipped_existing = len({j.key for j in jobs} & (
@@ -712,19 +713,6 @@ def start_run(
         run_dir.unlock()
         executor.close()
     return outcome
-
-
-def recorded_commands(settings: ExecutorSettings) -> list[str]:
-    """What in an ``[executor]`` table makes this machine run text or code the table names: the
-    Slurm setup lines, the Apptainer image and its arguments, a Ray address (Ray unpickles
-    what the cluster sends back)."""
-    found = [f"setup {line!r}" for line in settings.slurm.setup]
-    if settings.slurm.image:
-        found.append(f"image {settings.slurm.image!r}")
-    found += [f"container argument {arg!r}" for arg in settings.slurm.container_args]
-    if settings.ray.address:
-        found.append(f"Ray address {settings.ray.address!r}")
-    return found
 
 
 def refuse_recorded_commands(settings: ExecutorSettings, folder: Path) -> None:

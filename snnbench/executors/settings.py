@@ -31,12 +31,30 @@ their rows record it.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from snnbench.executors.base import ExecutorError
+from snnbench.errors import UserError
 
+#: the entry-point group executors register in (like ``snnbench.adapters``)
+ENTRY_POINT_GROUP = "snnbench.executors"
+
+
+class ExecutorError(UserError):
+    """An executor cannot be used as asked (missing engine, bad option); one line."""
+
+
+def executor_names() -> tuple[str, ...]:
+    """The executors installed: names in the ``snnbench.executors`` group, none loaded."""
+    names = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    # the shipped three first, in their documented order; plugins after, by name
+    shipped = tuple(n for n in ("local", "slurm", "ray") if n in names)
+    return shipped + tuple(sorted(names - set(shipped)))
+
+
+#: the shipped executors (plugins add theirs: :func:`executor_names`)
 EXECUTORS: tuple[str, ...] = ("local", "slurm", "ray")
 
 
@@ -91,8 +109,9 @@ class ExecutorSettings:
     ray: RaySettings = field(default_factory=RaySettings)
 
     def __post_init__(self) -> None:
-        if self.name not in EXECUTORS:
-            raise ExecutorError(f"unknown executor {self.name!r} (known: {', '.join(EXECUTORS)})")
+        if self.name not in EXECUTORS and self.name not in executor_names():
+            known = ", ".join(dict.fromkeys(EXECUTORS + executor_names()))
+            raise ExecutorError(f"unknown executor {self.name!r} (known: {known})")
         _check_int("jobs", self.jobs, minimum=1, flag="--jobs")
         if self.jobs > 1 and self.gpus:
             raise ExecutorError("--jobs (CPU cases side by side) and --gpus (one case per GPU) "
