@@ -8,14 +8,9 @@ or the new complete file. Nothing here is pickled: results are plain data.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import math
-import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pandas as pd
 
@@ -74,15 +69,9 @@ from snnbench.fileio import (
 from snnbench.measurement import MeasurementInfo
 from snnbench.schema import (
     ADDED_COLUMN_DEFAULTS,
-    CASES_DIR,
-    LOCK_FILE,
-    MANIFEST_FILE,
     METRIC_UNITS,
     SAMPLE_COLUMNS,
-    SAMPLES_PARQUET,
-    SCHEMA_VERSION,
     SUMMARY_COLUMNS,
-    SUMMARY_CSV,
     SUMMARY_FLOAT_COLUMNS,
     SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
@@ -95,207 +84,6 @@ from snnbench.stats import (
     summarize,
     within_spread,
 )
-
-
-def _may_hold_new_run(path: Path) -> bool:
-    # an empty cases/ is what a run leaves when it stopped before writing its manifest
-    return path.name == CASES_DIR and path.is_dir() and not any(path.iterdir())
-
-
-@dataclass
-class RunDir:
-    """An output folder holding one run."""
-
-    path: Path
-    _lock_handle: IO[str] | None = None
-
-    @property
-    def cases_dir(self) -> Path:
-        return self.path / CASES_DIR
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST_FILE
-
-    # -- creation and locking -------------------------------------------------------------
-    @staticmethod
-    def check_new(path: Path) -> None:
-        """Refuse, touching nothing, a folder that cannot become a new run folder: one that
-        already holds a run (pointing at ``--resume``) or any other non-empty folder (with
-        ``--out /`` the results would land among system files). Called before any slow
-        preparation, and again by :meth:`create`."""
-        if (path / MANIFEST_FILE).exists():
-            raise StorageError(
-                f"{path} already holds a run: use --resume to finish it, or choose another --out"
-            )
-        check_folder(path, "--out", _may_hold_new_run)
-        check_creatable(path, "--out")
-
-    @classmethod
-    def create(cls, path: Path) -> RunDir:
-        """Prepare a new run folder: ``path`` must be new or empty, never a folder with files."""
-        cls.check_new(path)
-        claim_folder(path, "--out", _may_hold_new_run)
-        try:
-            (path / CASES_DIR).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
-        return cls(path)
-
-    @classmethod
-    def open_existing(cls, path: Path) -> RunDir:
-        """An existing run folder (for ``--resume``); it must hold a readable manifest."""
-        if not path.is_dir():
-            raise StorageError(f"no run folder at {path}")
-        if not (path / MANIFEST_FILE).exists():
-            raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
-        if not os.access(path, os.W_OK):
-            raise StorageError(f"output folder {path} is not writable")
-        try:
-            (path / CASES_DIR).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
-        return cls(path)
-
-    def live_holder(self) -> str | None:
-        """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
-        Only tests the lock (a shared, non-blocking try): readers write nothing."""
-        try:
-            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
-        except OSError:
-            return None  # no lock file: no live run
-        with handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    with contextlib.suppress(OSError, UnicodeDecodeError):
-                        return handle.read().strip() or "another process"
-                    return "another process"
-                return None
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return None
-
-    def lock(self) -> None:
-        """Hold an exclusive lock for this process; another live run on the folder is refused.
-
-        The lock file is removed by :meth:`unlock`. A process that opened it just before
-        that removal would lock an unlinked file, so the lock counts only when the locked
-        file is still the one at the path (else it is retried on the new file).
-        """
-        path = self.path / LOCK_FILE
-        for _ in range(10):
-            try:
-                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
-            except OSError as exc:
-                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                handle.close()
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise StorageError(
-                        f"{self.path} is in use by another live run ({holder}); wait for it or "
-                        "choose another --out"
-                    ) from exc
-                raise StorageError(f"cannot lock {self.path}: {os_reason(exc)}") from exc
-            try:
-                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            handle.close()
-        else:
-            raise StorageError(f"cannot lock {self.path}: its lock file keeps changing")
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}\n")
-            handle.flush()
-        except OSError as exc:
-            handle.close()
-            raise WriteError(path, exc) from exc
-        self._lock_handle = handle
-
-    def unlock(self) -> None:
-        """Release the lock and remove the lock file (the OS releases it if the process dies)."""
-        if self._lock_handle is not None:
-            # removed while still held, so no other run can lock the file and then lose it
-            with contextlib.suppress(OSError):
-                os.unlink(self.path / LOCK_FILE)
-            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
-
-    # -- manifest and case records ---------------------------------------------------------
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_json(self.manifest_path, {"schema_version": SCHEMA_VERSION, **manifest})
-
-    def read_manifest(self) -> dict[str, Any]:
-        data = read_json(self.manifest_path)
-        if not isinstance(data, dict):
-            raise StorageError(f"{self.manifest_path} is damaged: not a JSON object")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise StorageError(
-                f"{self.manifest_path} has schema version {data.get('schema_version')!r}; "
-                f"this snnbench reads version {SCHEMA_VERSION}"
-            )
-        # what --resume reads back: checked here so that a damaged manifest is one line
-        settings = data.get("settings")
-        if not isinstance(data.get("run_id"), str) or not data["run_id"]:
-            raise StorageError(f"{self.manifest_path} is damaged: no run_id")
-        if not isinstance(data.get("config"), dict):
-            raise StorageError(f"{self.manifest_path} is damaged: no config table")
-        if not isinstance(settings, dict) or settings.get("device") not in ("cpu", "cuda"):
-            raise StorageError(f"{self.manifest_path} is damaged: no settings.device (cpu or cuda)")
-        return data
-
-    def write_case(self, record: CaseRecord) -> None:
-        """Store one finished case's record (atomically) under its key."""
-        record.write(self.cases_dir / f"{record.key}.json")
-
-    def finished_keys(self) -> set[str]:
-        """Keys of the cases already recorded (``--resume`` skips them): the keys the records
-        hold, never only their file names (:meth:`case_records` checks that both agree)."""
-        if not self.cases_dir.is_dir():
-            return set()
-        return {record.key for record in self.case_records()}
-
-    def case_records(self) -> list[CaseRecord]:
-        """Every case record, ordered by the time it finished.
-
-        A file that is not a case record of this schema raises a
-        :class:`~snnbench.contract.ContractError` naming it; one whose name is not its
-        record's key (a record copied or renamed by hand) raises :class:`StorageError`: a copy
-        would count as a second replicate, a renamed one would hide the case it is named after.
-        """
-        records = []
-        for path in sorted(self.cases_dir.glob("*.json")):
-            record = CaseRecord.read(path)
-            if record.key != path.stem:
-                raise StorageError(
-                    f"{path} holds the record of case {record.key}, not {path.stem} (copied "
-                    f"or renamed by hand): restore its name ({record.key}.json) or remove it")
-            records.append(record)
-        records.sort(key=lambda r: (r.finished_utc, r.order))
-        return records
-
-    # -- derived tables ------------------------------------------------------------------
-    def rebuild_tables(self, run_id: str) -> pd.DataFrame:
-        """Rebuild summary.parquet, summary.csv and samples.parquet from the case records."""
-        records = self.case_records()
-        summary = summary_frame(records, run_id)
-        samples = samples_frame(records, run_id)
-        with atomic_path(self.path / SAMPLES_PARQUET) as tmp:
-            samples.to_parquet(tmp, index=False)
-        with atomic_path(self.path / SUMMARY_PARQUET) as tmp:
-            summary.to_parquet(tmp, index=False)
-        with atomic_path(self.path / SUMMARY_CSV) as tmp:
-            summary.to_csv(tmp, index=False)
-        return summary
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:
