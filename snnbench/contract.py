@@ -29,9 +29,9 @@ from typing import Any, Literal, get_args
 
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
+from snnbench.measurement import MeasureSettings
 from snnbench.schema import STATUSES
 from snnbench.spec import NetworkSpec, SpecError
-from snnbench.timing import MeasureSettings
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -446,3 +446,10 @@ def case_busy_cores(record: CaseRecord) -> float | None:
     threads = int(record.settings.get("threads", 1) or 1)
     siblings = max(0, record.placement.concurrency - 1) * threads
     return max(0.0, float(cpu["others_cores"]) - siblings)
+
+
+def adapter_label(adapter: str, variant: str, environment: str = "") -> str:
+    """How an adapter is named in tables and plots: ``torch``, ``norse:compile``, and in a
+    library environment ``snntorch@0.9.4`` or ``spikingjelly:torch@legacy``."""
+    label = adapter if variant in ("", "default") else f"{adapter}:{variant}"
+    return f"{label}@{environment_tag(adapter, environment)}" if environment else label

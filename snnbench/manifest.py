@@ -38,7 +38,7 @@ class ManifestSettings(_Strict):
     """``settings``: what every case of the run shares (device, threads, precision, seeds)."""
 
     device: Literal["cpu", "cuda"]
-    threads: int = 0
+    threads: int = Field(default=0, strict=True)
     matmul_precisions: list[str] = Field(default_factory=list)
     tf32: bool = False
     seeds: list[int] = Field(default_factory=list)
@@ -61,6 +61,11 @@ class Execution(BaseModel):
     started_utc: str | None = None
     finished_utc: str | None = None
     interrupted: str | None = None
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Set ``values`` (the executor's description, when it finished), each one written."""
+        for key, value in values.items():
+            setattr(self, key, value)
 
 
 class Manifest(_Strict):

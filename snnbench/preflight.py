@@ -32,14 +32,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from snnbench.contract import CaseRecord, case_busy_cores, now_utc
 from snnbench.errors import UserError
-
-if TYPE_CHECKING:
-    from snnbench.config import RunSettings
-    from snnbench.executors.base import Executor
 
 #: version of the record below (bump when a field changes meaning)
 PREFLIGHT_SCHEMA = 1
@@ -395,30 +391,6 @@ def refusal(preflight: Preflight) -> str:
     """The one line ``--strict`` stops with (exit 2)."""
     reasons = "; ".join(f"{f.check}: {f.message}" for f in preflight.warnings)
     return f"--strict: the machine is noisy, not running ({reasons})"
-
-
-def preflight_check(settings: RunSettings, executor: Executor, device: str,
-                    notify: Callable[[str], None] | None, when: str = "start",
-                    probes: Probes | None = None) -> Preflight | None:
-    """The check a sweep runs before (and after) its cases, on this machine.
-
-    None when the cases run elsewhere (a cluster executor: this machine's load says nothing
-    about theirs; each case still records its own, see :class:`CpuMonitor`). At the start,
-    ``settings.strict`` turns a warning into :class:`NoisyMachine` (exit 2, nothing written);
-    otherwise every warning goes to ``notify``, one line each (notices, which change nothing a
-    user must act on, are only recorded; ``snnbench env --check`` shows them).
-    """
-    if not executor.runs_on_this_machine:
-        return None
-    jobs = executor.concurrency
-    result = check_machine(settings.resolved_threads, jobs, device, when, probes)
-    if when == "start" and settings.strict and result.noisy:
-        raise NoisyMachine(refusal(result))
-    if notify is not None:
-        for finding in result.findings:
-            if finding.level == "warning":
-                notify(f"{finding.level}: {finding.message}")
-    return result
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from snnbench.contract import adapter_label as adapter_label
 from snnbench.fileio import StorageError
 from snnbench.runfolder import Run as Run
 from snnbench.runfolder import RunFolder
@@ -26,12 +27,3 @@ RunDirError = StorageError
 def load_manifest(path: Path) -> dict[str, Any]:
     """Read and check ``manifest.json`` of run folder ``path``; raise :class:`RunDirError`."""
     return RunFolder(path).manifest_data()
-
-
-def adapter_label(adapter: str, variant: str, environment: str = "") -> str:
-    """How an adapter is named in tables and plots: ``torch``, ``norse:compile``, and in a
-    library environment ``snntorch@0.9.4`` or ``spikingjelly:torch@legacy``."""
-    from snnbench.contract import environment_tag
-
-    label = adapter if variant in ("", "default") else f"{adapter}:{variant}"
-    return f"{label}@{environment_tag(adapter, environment)}" if environment else label

@@ -12,14 +12,14 @@ from snnbench.contract import CaseRecord, Job
 from snnbench.errors import UserError
 from snnbench.executors import Executor
 from snnbench.lifeline import start_reaper, stop_reaper
-from snnbench.registry import AdapterEntry
-from snnbench.runfolder import RunDir
+from snnbench.runfolder import RunFolder
 from snnbench.schema import JOBS_DIR, RETRY_STATUSES
 from snnbench.sweep.jobs import static_record
 from snnbench.sweep.messages import ProgressCallback
+from snnbench.sweep.plan import Plan
 
 
-def retry_attempts(run_dir: RunDir) -> dict[str, int]:
+def retry_attempts(run_dir: RunFolder) -> dict[str, int]:
     """Keys whose record says the engine lost the case, with the attempt that lost it."""
     attempts: dict[str, int] = {}
     for path in sorted(run_dir.cases_dir.glob("*.json")):
@@ -31,16 +31,17 @@ def retry_attempts(run_dir: RunDir) -> dict[str, int]:
 
 
 def execute(
-    jobs: list[Job],
-    run_dir: RunDir,
-    run_id: str,
-    entries: dict[str, AdapterEntry],
+    plan: Plan,
+    folder: RunFolder,
     executor: Executor,
     progress: ProgressCallback | None = None,
+    jobs: list[Job] | None = None,
 ) -> Iterator[CaseRecord]:
-    """Run the jobs the folder lacks, storing each record and rebuilding the tables as it
-    arrives (in the order the executor finishes them). A case an engine lost runs again, as
-    its next attempt."""
+    """Run the plan's jobs (``jobs``: the plan's, already listed) that the folder lacks,
+    storing each record and rebuilding the tables as it arrives (in the order the executor
+    finishes them). A case an engine lost runs again, as its next attempt."""
+    run_dir, run_id, entries = folder, plan.run_id, plan.entries
+    jobs = plan.jobs() if jobs is None else jobs
     lost = retry_attempts(run_dir)
     done = run_dir.finished_keys() - set(lost)
     pending = []

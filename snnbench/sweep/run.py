@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from snnbench.config import RunConfig, check_variables
 from snnbench.contract import CaseRecord, now_utc
@@ -21,16 +20,17 @@ from snnbench.executors.plugins import recorded_commands
 from snnbench.fileio import StorageError, WriteError, interrupted_write
 from snnbench.lifeline import termination_signal
 from snnbench.machines import read_machine_records, write_machine_record
-from snnbench.preflight import NoiseVerdict, noise_verdict, preflight_check
-from snnbench.registry import discover
-from snnbench.runfolder import RunDir
+from snnbench.manifest import Execution, Manifest, ManifestSettings
+from snnbench.preflight import NoiseVerdict, Preflight, noise_verdict
+from snnbench.registry import AdapterEntry, discover
+from snnbench.runfolder import RunFolder
 from snnbench.schema import FAILED_STATUSES
+from snnbench.sweep.checks import preflight_check
 from snnbench.sweep.execute import execute, retry_attempts
-from snnbench.sweep.jobs import plan_jobs
 from snnbench.sweep.messages import NotifyCallback, ProgressCallback
-from snnbench.sweep.tasks import Task, build_environments, plan_tasks, resolve_device
+from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
+from snnbench.sweep.tasks import Task
 from snnbench.sweep.threads import (
-    keep_recorded_threads,
     refuse_changed_threads,
     share_threads,
     thread_env,
@@ -90,137 +90,148 @@ def start_run(
     check_variables()
     entries = discover()
     if resume:
-        if out is None:
-            raise StorageError("--resume needs --out pointing at the run folder to finish")
-        run_dir = RunDir.open_existing(out)
-        run_dir.lock()
-        try:
-            manifest = run_dir.read_manifest()
-            run_id = str(manifest["run_id"])
-            config = RunConfig.from_dict(manifest["config"], source=f"{out}/manifest.json")
-            if "thread_wait" not in manifest["config"].get("run", {}):
-                # written before the wait policy existed: its cases ran with the libraries' own
-                config = dataclasses.replace(config, run=dataclasses.replace(
-                    config.run, thread_wait="library"))
-            if executor is None and executor_settings is None and not trust_folder:
-                refuse_recorded_commands(config.executor, out)
-            run_dir.case_records()  # a damaged, copied or renamed record: refused before work
-            read_machine_records(run_dir.path)  # and a damaged host record alike
-            device = str(manifest["settings"]["device"])
-            tasks = plan_tasks(config, entries, device)
-            tasks, built = build_environments(tasks, config.run, notify)
-            if built:  # rebuilt environments may have resolved anew
-                manifest["environments"] = [env.to_dict() for env in built]
-                manifest.pop("schema_version", None)
-                run_dir.write_manifest(manifest)
-            # the threads the run recorded, not what "all cores" means on this machine
-            config = keep_recorded_threads(config, manifest)
-            if executor is None:
-                executor = choose_executor(executor_settings or config.executor, device,
-                                           config.run.resolved_threads, notify)
-            refuse_changed_threads(share_threads(config, executor), config, out)
-            before = preflight_check(config.run, executor, device, notify)
-        except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
-            if executor is not None:
-                executor.close()
-            run_dir.unlock()
-            raise
+        folder, plan, executor, before = _resume(out, entries, executor, executor_settings,
+                                                 trust_folder, notify)
     else:
-        run_id = new_run_id()
-        device = resolve_device(config.run.device)
-        if executor_settings is not None:
-            # the manifest's config says how the sweep ran: the flags over the config file
-            config = dataclasses.replace(config, executor=executor_settings)
-        tasks = plan_tasks(config, entries, device)  # selection errors before any write
-        # an --out that cannot be used is refused first, alone: before an executor starts,
-        # an environment is built or the pre-flight check warns
-        RunDir.check_new(out or results_root / run_id)
+        folder, plan, executor, before = _begin(config, out, results_root, entries, executor,
+                                                executor_settings, notify)
+    return _sweep(folder, plan, executor, before, resume, progress)
+
+
+def _begin(config: RunConfig, out: Path | None, results_root: Path,
+           entries: dict[str, AdapterEntry], executor: Executor | None,
+           executor_settings: ExecutorSettings | None, notify: NotifyCallback | None,
+           ) -> tuple[RunFolder, Plan, Executor, Preflight | None]:
+    """A new run: its plan, its executor, its folder (locked) and its manifest."""
+    if executor_settings is not None:
+        # the manifest's config says how the sweep ran: the flags over the config file
+        config = dataclasses.replace(config, executor=executor_settings)
+    plan = prepare(config, new_run_id(), entries)  # selection errors before any write
+    path = out or results_root / plan.run_id
+    # an --out that cannot be used is refused first, alone: before an executor starts,
+    # an environment is built or the pre-flight check warns
+    RunFolder.check_new(path)
+    if executor is None:
+        executor = choose_executor(config.executor, plan.device,
+                                   config.run.resolved_threads, notify)
+    plan = with_executor(plan, executor)
+    locked: RunFolder | None = None
+    try:
+        # environment errors (exit 2) before any write, and every build before any case
+        plan = with_environments(plan, notify)
+        # a noisy machine: warned, or under --strict refused before anything is written;
+        # after the input is known good, so a mistake is reported alone, in one line
+        before = preflight_check(plan.config.run, executor, plan.device, notify)
+        folder = RunFolder.create(path)
+        folder.lock()
+        locked = folder
+        manifest = new_manifest(plan.run_id, plan.config, plan.tasks, plan.device)
+        # recorded now, so an interrupted sweep keeps it
+        manifest.preflight = [before.to_dict()] if before is not None else []
+        if plan.environments:
+            manifest.environments = [env.to_dict() for env in plan.environments]
+        folder.write_manifest(manifest)
+    except BaseException as exc:  # e.g. a full disk: release (and remove) the lock
+        if locked is not None:
+            locked.unlock()
+            if isinstance(exc, KeyboardInterrupt):  # the folder is there to resume
+                exc.run_dir = locked.path  # type: ignore[attr-defined]
+        executor.close()
+        raise
+    return folder, plan, executor, before
+
+
+def _resume(out: Path | None, entries: dict[str, AdapterEntry], executor: Executor | None,
+            executor_settings: ExecutorSettings | None, trust_folder: bool,
+            notify: NotifyCallback | None,
+            ) -> tuple[RunFolder, Plan, Executor, Preflight | None]:
+    """A resumed run: its folder (locked), the plan its manifest recorded, its executor."""
+    if out is None:
+        raise StorageError("--resume needs --out pointing at the run folder to finish")
+    folder = RunFolder.open_existing(out)
+    folder.lock()
+    try:
+        manifest = folder.manifest()
+        config = RunConfig.from_dict(manifest.config, source=f"{out}/manifest.json")
+        if executor is None and executor_settings is None and not trust_folder:
+            refuse_recorded_commands(config.executor, out)
+        folder.case_records()  # a damaged, copied or renamed record: refused before work
+        read_machine_records(folder.path)  # and a damaged host record alike
+        plan = with_environments(from_manifest(manifest, entries, f"{out}/manifest.json"),
+                                 notify)
+        if plan.environments:  # rebuilt environments may have resolved anew
+            manifest.environments = [env.to_dict() for env in plan.environments]
+            folder.write_manifest(manifest)
         if executor is None:
-            executor = choose_executor(config.executor, device, config.run.resolved_threads,
-                                       notify)
-        config = share_threads(config, executor)
-        locked: RunDir | None = None
-        try:
-            # environment errors (exit 2) before any write, and every build before any case
-            tasks, built = build_environments(tasks, config.run, notify)
-            # a noisy machine: warned, or under --strict refused before anything is written;
-            # after the input is known good, so a mistake is reported alone, in one line
-            before = preflight_check(config.run, executor, device, notify)
-            run_dir = RunDir.create(out or results_root / run_id)
-            run_dir.lock()
-            locked = run_dir
-            manifest = new_manifest(run_id, config, tasks, device)
-            # recorded now, so an interrupted sweep keeps it
-            manifest["preflight"] = [before.to_dict()] if before is not None else []
-            if built:
-                manifest["environments"] = [env.to_dict() for env in built]
-            run_dir.write_manifest(manifest)
-        except BaseException as exc:  # e.g. a full disk: release (and remove) the lock
-            if locked is not None:
-                locked.unlock()
-                if isinstance(exc, KeyboardInterrupt):  # the folder is there to resume
-                    exc.run_dir = locked.path  # type: ignore[attr-defined]
+            executor = choose_executor(executor_settings or plan.config.executor, plan.device,
+                                       plan.config.run.resolved_threads, notify)
+        refuse_changed_threads(share_threads(plan.config, executor), plan.config, out)
+        before = preflight_check(plan.config.run, executor, plan.device, notify)
+    except BaseException:  # a damaged manifest, a failed build: release (and remove) the lock
+        if executor is not None:
             executor.close()
-            raise
-    outcome = SweepOutcome(run_dir=run_dir.path, run_id=run_id)
+        folder.unlock()
+        raise
+    return folder, plan, executor, before
+
+
+def _sweep(folder: RunFolder, plan: Plan, executor: Executor, before: Preflight | None,
+           resume: bool, progress: ProgressCallback | None) -> SweepOutcome:
+    """Run the plan into its locked folder and record the execution; unlocks the folder."""
+    outcome = SweepOutcome(run_dir=folder.path, run_id=plan.run_id)
     started = now_utc()
     try:
         if executor.runs_on_this_machine:
-            write_machine_record(run_dir.path, hostname(), executor.name)
-        jobs = plan_jobs(tasks, config.run, entries)
+            write_machine_record(folder.path, hostname(), executor.name)
+        jobs = plan.jobs()
         outcome.skipped_existing = len({j.key for j in jobs} & (
-            run_dir.finished_keys() - set(retry_attempts(run_dir))))
+            folder.finished_keys() - set(retry_attempts(folder))))
         # recorded before any case runs: an execution stopped half-way stays in the manifest
         # (finished_utc null), so every execution that ran cases is listed
-        execution = {**executor.describe(), "threads": config.run.resolved_threads,
-                     "started_utc": started, "finished_utc": None}
-        manifest = run_dir.read_manifest()
-        manifest.setdefault("executions", []).append(execution)
-        manifest.pop("schema_version", None)
-        run_dir.write_manifest(manifest)
-        for record in execute(jobs, run_dir, run_id, entries, executor, progress):
-            outcome.records.append(record)
-        run_dir.rebuild_tables(run_id)
-        after = preflight_check(config.run, executor, device, None, when="end")
-        manifest = run_dir.read_manifest()
+        manifest = folder.manifest()
+        manifest.add_execution(Execution.model_validate({
+            **executor.describe(), "threads": plan.config.run.resolved_threads,
+            "started_utc": started, "finished_utc": None}))
+        folder.write_manifest(manifest)
+        outcome.records.extend(execute(plan, folder, executor, progress, jobs))
+        folder.rebuild_tables(plan.run_id)
+        after = preflight_check(plan.config.run, executor, plan.device, None, when="end")
+        manifest = folder.manifest()
         # a new run recorded its start check with the manifest; a resumed one adds it now
         checks = (before if resume else None, after)
-        manifest["preflight"] = [*manifest.get("preflight", []),
-                                 *(p.to_dict() for p in checks if p is not None)]
-        outcome.noise = noise_verdict(manifest["preflight"], run_dir.case_records())
-        manifest["noise"] = outcome.noise.to_dict()
-        manifest["finished_utc"] = now_utc()
-        for entry in manifest.setdefault("executions", []):
-            if entry.get("started_utc") == started and entry.get("finished_utc") is None:
-                # described again: an engine knows its job ids only once it has run
-                entry.update({**executor.describe(), "finished_utc": now_utc()})
-        manifest["hosts"] = read_machine_records(run_dir.path)
-        manifest.pop("schema_version", None)
-        run_dir.write_manifest(manifest)
+        manifest.preflight = [*manifest.preflight,
+                              *(p.to_dict() for p in checks if p is not None)]
+        outcome.noise = noise_verdict(manifest.preflight, folder.case_records())
+        manifest.noise = outcome.noise.to_dict()
+        manifest.finished_utc = now_utc()
+        mine = manifest.open_execution(started)
+        if mine is not None:
+            # described again: an engine knows its job ids only once it has run
+            mine.update({**executor.describe(), "finished_utc": now_utc()})
+        manifest.hosts = read_machine_records(folder.path)
+        folder.write_manifest(manifest)
     except (WriteError, OSError) as exc:
         # a full disk, a quota, a folder gone read-only: the records written so far are whole
-        raise interrupted_write(exc, run_dir.path) from exc
+        raise interrupted_write(exc, folder.path) from exc
     except KeyboardInterrupt as exc:
-        exc.run_dir = run_dir.path  # type: ignore[attr-defined]  # for the CLI's resume hint
+        exc.run_dir = folder.path  # type: ignore[attr-defined]  # for the CLI's resume hint
         # the manifest lists this execution too (the jobs it submitted, e.g. to look them up)
         with contextlib.suppress(Exception):
             executor.close()
-            manifest = run_dir.read_manifest()
+            manifest = folder.manifest()
             stopped = {**executor.describe(), "finished_utc": now_utc(),
                        "interrupted": signal.Signals(termination_signal(exc) or signal.SIGINT).name}
-            entries = manifest.setdefault("executions", [])
             # the entry written as it started (a SIGKILL leaves it with finished_utc null)
-            mine = [e for e in entries
-                    if e.get("started_utc") == started and e.get("finished_utc") is None]
-            if mine:
-                mine[-1].update(stopped)
+            mine = manifest.open_execution(started)
+            if mine is not None:
+                mine.update(stopped)
             else:  # stopped before its entry was written
-                entries.append({**stopped, "started_utc": started})
-            manifest.pop("schema_version", None)
-            run_dir.write_manifest(manifest)
+                manifest.add_execution(Execution.model_validate(
+                    {**stopped, "started_utc": started}))
+            folder.write_manifest(manifest)
         raise
     finally:
-        run_dir.unlock()
+        folder.unlock()
         executor.close()
     return outcome
 
@@ -245,34 +256,32 @@ def merge_run(path: Path) -> int:
     For a folder cluster tasks wrote into after the submitting process died, or by hand.
     Returns the number of case records. Refused while a live run holds the folder.
     """
-    run_dir = RunDir.open_existing(path)
-    run_dir.lock()
+    folder = RunFolder.open_existing(path)
+    folder.lock()
     try:
-        manifest = run_dir.read_manifest()
-        run_id = str(manifest["run_id"])
-        records = run_dir.case_records()
+        manifest = folder.manifest()
+        records = folder.case_records()
         if not records:
             raise StorageError(f"{path} has no case records to merge")
-        hosts = read_machine_records(run_dir.path)  # refused before anything is rewritten
-        run_dir.rebuild_tables(run_id)
-        manifest["hosts"] = hosts
-        manifest["merged_utc"] = now_utc()
-        manifest.pop("schema_version", None)
-        run_dir.write_manifest(manifest)
+        hosts = read_machine_records(folder.path)  # refused before anything is rewritten
+        folder.rebuild_tables(manifest.run_id)
+        manifest.hosts = hosts
+        manifest.merged_utc = now_utc()
+        folder.write_manifest(manifest)
         return len(records)
     finally:
-        run_dir.unlock()
+        folder.unlock()
 
 
-def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> dict[str, Any]:
+def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> Manifest:
     """The manifest of a new run: machine, versions, settings and the full config."""
     specs = {t.spec.case_id: t.spec for t in tasks}.values()
-    return {
-        "run_id": run_id,
-        "created_utc": now_utc(),
-        "finished_utc": None,
+    return Manifest(
+        run_id=run_id,
+        created_utc=now_utc(),
+        finished_utc=None,
         **collect_environment(),
-        "settings": {
+        settings=ManifestSettings.model_validate({
             "device": device,
             "threads": config.run.resolved_threads,
             "matmul_precisions": sorted({s.matmul_precision for s in specs}),
@@ -280,7 +289,7 @@ def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str)
             "seeds": sorted({s.seed for s in specs}),
             "thread_env": thread_env(config.run.resolved_threads, config.run.thread_wait),
             "thread_wait": config.run.thread_wait,
-        },
-        "config": config.to_dict(),
-        "command": sys.argv,
-    }
+        }),
+        config=config.to_dict(),
+        command=list(sys.argv),
+    )

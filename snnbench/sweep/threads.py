@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
 
 from snnbench.config import RunConfig
 from snnbench.executors import Executor
 from snnbench.fileio import StorageError
+from snnbench.manifest import Manifest
 
 #: ``[run] thread_wait`` → OMP_WAIT_POLICY (read by libgomp, which torch's oneDNN and MKL
 #: run on, and by Intel's libiomp); ``library`` sets nothing
@@ -49,11 +49,11 @@ def share_threads(config: RunConfig, executor: Executor) -> RunConfig:
     return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=share))
 
 
-def keep_recorded_threads(config: RunConfig, manifest: dict[str, Any]) -> RunConfig:
+def keep_recorded_threads(config: RunConfig, manifest: Manifest) -> RunConfig:
     """A resumed run's config with the thread count its manifest recorded (``threads = 0``
     means every core: another machine, or another CPU set, would give another number)."""
-    recorded = manifest.get("settings", {}).get("threads")
-    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+    recorded = manifest.settings.threads
+    if recorded > 0:
         return dataclasses.replace(config, run=dataclasses.replace(config.run, threads=recorded))
     return config
 
