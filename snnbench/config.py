@@ -27,7 +27,7 @@ from typing import Any
 
 from snnbench.errors import UserError
 from snnbench.executor_settings import ExecutorSettings
-from snnbench.measurement import MeasureSettings
+from snnbench.sampling import MeasureSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError, shown
 

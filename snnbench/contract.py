@@ -29,7 +29,7 @@ from typing import Any, Literal, get_args
 
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
-from snnbench.measurement import MeasureSettings
+from snnbench.sampling import MeasureSettings
 from snnbench.schema import STATUSES
 from snnbench.spec import NetworkSpec, SpecError
 

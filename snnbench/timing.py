@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from snnbench.adapter import Model
-from snnbench.measurement import MeasureSettings as MeasureSettings  # its home before
+from snnbench.sampling import MeasureSettings as MeasureSettings  # its home before
 
 Clock = Callable[[], float]
 TimerKind = Literal["host", "cuda-event", "jax-block"]

@@ -24,7 +24,7 @@ from snnbench.executors.placement import (
     list_gpus,
     visible_gpu_uuid,
 )
-from snnbench.runfolder import RunDir
+from snnbench.rundir import RunDir
 from snnbench.runner import merge_run, share_threads, start_run
 from tests.conftest import run_cli
 

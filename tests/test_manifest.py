@@ -10,7 +10,7 @@ import pytest
 
 from snnbench.fileio import StorageError
 from snnbench.manifest import Execution, Manifest
-from snnbench.runfolder import RunFolder
+from snnbench.rundir import RunFolder
 from tests.conftest import REPO
 
 COMMITTED = sorted(p.parent for p in (REPO / "results").glob("*/*/manifest.json"))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from snnbench.contract import CaseRecord, ContractError
-from snnbench.runfolder import RunDir
+from snnbench.rundir import RunDir
 from snnbench.schema import SUMMARY_COLUMNS
 from snnbench.spec import NetworkSpec
 from snnbench.storage import StorageError, atomic_write_json, read_summary, summary_frame

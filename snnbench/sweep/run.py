@@ -23,7 +23,7 @@ from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.manifest import Execution, Manifest, ManifestSettings
 from snnbench.preflight import NoiseVerdict, Preflight, noise_verdict
 from snnbench.registry import AdapterEntry, discover
-from snnbench.runfolder import RunFolder
+from snnbench.rundir import RunFolder
 from snnbench.schema import FAILED_STATUSES
 from snnbench.sweep.checks import preflight_check
 from snnbench.sweep.execute import execute, retry_attempts
