@@ -19,10 +19,10 @@ from snnbench.sweep.messages import ProgressCallback
 from snnbench.sweep.plan import Plan
 
 
-def retry_attempts(run_dir: RunFolder) -> dict[str, int]:
+def retry_attempts(folder: RunFolder) -> dict[str, int]:
     """Keys whose record says the engine lost the case, with the attempt that lost it."""
     attempts: dict[str, int] = {}
-    for path in sorted(run_dir.cases_dir.glob("*.json")):
+    for path in sorted(folder.cases_dir.glob("*.json")):
         with contextlib.suppress(UserError):
             record = CaseRecord.read(path)
             if record.status in RETRY_STATUSES:
@@ -40,10 +40,9 @@ def execute(
     """Run the plan's jobs (``jobs``: the plan's, already listed) that the folder lacks,
     storing each record and rebuilding the tables as it arrives (in the order the executor
     finishes them). A case an engine lost runs again, as its next attempt."""
-    run_dir, run_id, entries = folder, plan.run_id, plan.entries
     jobs = plan.jobs() if jobs is None else jobs
-    lost = retry_attempts(run_dir)
-    done = run_dir.finished_keys() - set(lost)
+    lost = retry_attempts(folder)
+    done = folder.finished_keys() - set(lost)
     pending = []
     for job in jobs:
         if job.key in lost:
@@ -59,15 +58,15 @@ def execute(
     def store(job: Job, record: CaseRecord) -> CaseRecord:
         nonlocal finished
         finished += 1
-        run_dir.write_case(record)
-        run_dir.rebuild_tables(run_id)
+        folder.write_case(record)
+        folder.rebuild_tables(plan.run_id)
         if progress:
             progress("done", finished, total, job, record)
         return record
 
     runnable: list[Job] = []
     for job in pending:
-        record = static_record(job, entries)
+        record = static_record(job, plan.entries)
         if record is None:
             runnable.append(job)
         else:
@@ -85,12 +84,12 @@ def execute(
         if progress:
             progress("start", min(begun, total), total, job, None)
 
-    work_dir = run_dir.path / JOBS_DIR
+    work_dir = folder.path / JOBS_DIR
     # this process's threads make the local job folders: were it killed outright, its guard
     # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
     reaper = (start_reaper(work_dir, [job.key for job in runnable])
               if runnable and executor.runs_on_this_machine else None)
-    records = executor.run(runnable, work_dir, run_dir.path / "logs", started)
+    records = executor.run(runnable, work_dir, folder.path / "logs", started)
     try:
         for record in records:
             yield store(by_key.get(record.key, runnable[0]), record)
