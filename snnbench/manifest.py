@@ -123,8 +123,7 @@ class Manifest(_Strict):
 
     def to_json(self) -> Document:
         """JSON data for the file: the keys that were set, the version first."""
-        data = self.model_dump(mode="json", exclude_unset=True)
-        data.pop("schema_version", None)
+        data = self.model_dump(mode="json", exclude_unset=True, exclude={"schema_version"})
         return {"schema_version": SCHEMA_VERSION, **data}
 
     def add_execution(self, execution: Execution) -> None:
