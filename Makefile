@@ -29,13 +29,13 @@ GPU_ARCHS ?=
 GPU_SETUP_ARGS ?=
 GPU_CHECK_ARGS ?=
 
-.PHONY: help setup bench test lint typecheck check dist-check image-check regress clean \
+.PHONY: help setup bench test lint typecheck imports check dist-check image-check regress clean \
 	gpu-setup gpu-check gpu-wheelhouse
 
 help:
 	@echo "make bench     set up .venv, then run the default benchmark (configs/default.toml)"
 	@echo "make test      set up .venv, then ruff + mypy and the test suite"
-	@echo "make check     ruff + mypy"
+	@echo "make check     ruff + mypy + the import layers (lint-imports)"
 	@echo "make dist-check  build the sdist and wheel, install the wheel in a fresh venv, use it"
 	@echo "make image-check build the CPU image with podman (or docker) and use it"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
@@ -87,7 +87,11 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy snnbench
 
-check: lint typecheck
+# the import layers and forbidden imports of pyproject's [tool.importlinter]
+imports: setup
+	$(VENV)/bin/lint-imports
+
+check: lint typecheck imports
 
 regress: setup
 	rm -rf results/ci-smoke

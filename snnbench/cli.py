@@ -164,12 +164,11 @@ def _main(
 # -- list ---------------------------------------------------------------------------------
 def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
     from snnbench.probe import MARKER
+    from snnbench.processes import run_captured
 
     try:
-        proc = subprocess.run(
-            [python or sys.executable, "-P", "-m", "snnbench.probe", name],
-            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-        )
+        proc = run_captured([python or sys.executable, "-P", "-m", "snnbench.probe", name],
+                            timeout_s)
     except subprocess.TimeoutExpired:
         return {"name": name, "available": False, "reason": f"import hung > {timeout_s:g} s"}
     for line in reversed(proc.stdout.splitlines()):

@@ -8,7 +8,7 @@ A config has three parts::
                  # and the cases are the union over tables of each table's cartesian product
     [environments.NAME]   # zero or more library environments layered over the base one:
     requirements = ["spikingjelly==0.0.0.0.14", "cupy-cuda12x"]   # selected as adapter@NAME
-    [executor]   # optional: where the cases run (snnbench.executors.settings)
+    [executor]   # optional: where the cases run (snnbench.executor_settings)
 
 Unknown keys anywhere are errors: a typo must never silently fall back to a default.
 """
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.errors import UserError
-from snnbench.executors.settings import ExecutorSettings
+from snnbench.executor_settings import ExecutorSettings
+from snnbench.sampling import MeasureSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError, shown
-from snnbench.timing import MeasureSettings
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 #: how idle CPU threads wait (``[run] thread_wait``): ``passive`` sleeps at once

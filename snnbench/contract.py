@@ -21,15 +21,17 @@ import dataclasses
 import json
 import math
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from snnbench.errors import UserError
+from snnbench.fileio import atomic_write_json
+from snnbench.sampling import MeasureSettings
 from snnbench.schema import STATUSES
 from snnbench.spec import NetworkSpec, SpecError
-from snnbench.timing import MeasureSettings
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -268,8 +270,6 @@ class Job:
 
     def write(self, path: Path) -> None:
         """Write the job as JSON (atomically: a reader never sees half a job)."""
-        from snnbench.storage import atomic_write_json
-
         atomic_write_json(path, self.to_dict())
 
     @classmethod
@@ -424,8 +424,6 @@ class CaseRecord:
 
     def write(self, path: Path) -> None:
         """Write the record atomically (temporary file + rename)."""
-        from snnbench.storage import atomic_write_json
-
         atomic_write_json(path, self.to_dict())
 
     @classmethod
@@ -437,3 +435,21 @@ class CaseRecord:
             raise ContractError(f"cannot read case record {path}: damaged or not JSON "
                                 f"({exc})") from exc
         return cls.from_dict(data, source=str(path))
+
+
+def case_busy_cores(record: CaseRecord) -> float | None:
+    """Cores other processes used while the case's phases were timed, less what the cases run
+    beside it (``--jobs``) were expected to use; None when the worker did not measure it."""
+    cpu = record.measurement.get("cpu")
+    if not isinstance(cpu, Mapping) or "others_cores" not in cpu:
+        return None
+    threads = int(record.settings.get("threads", 1) or 1)
+    siblings = max(0, record.placement.concurrency - 1) * threads
+    return max(0.0, float(cpu["others_cores"]) - siblings)
+
+
+def adapter_label(adapter: str, variant: str, environment: str = "") -> str:
+    """How an adapter is named in tables and plots: ``torch``, ``norse:compile``, and in a
+    library environment ``snntorch@0.9.4`` or ``spikingjelly:torch@legacy``."""
+    label = adapter if variant in ("", "default") else f"{adapter}:{variant}"
+    return f"{label}@{environment_tag(adapter, environment)}" if environment else label

@@ -20,11 +20,9 @@ Exit status: 0 when every step succeeded, 1 when one failed or was cut, 2 for ba
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from snnbench.errors import UserError
+from snnbench.processes import stop_group
 
 #: adapters with a bfloat16 variant that matters on a GPU (the JAX ones run bf16 only as bf16)
 BF16_ADAPTERS = "fused,torch,torch-cudagraph,haiku:bf16,spyx:bf16"
@@ -154,18 +153,9 @@ def launch(step: CheckStep, limit_s: float, log: IO[str]) -> tuple[str, int | No
         proc.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
         cut = True
-        _signal_group(proc, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, grace_s=30)
     except BaseException:
-        _signal_group(proc, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            _signal_group(proc, signal.SIGKILL)
+        stop_group(proc, grace_s=30)
         raise
     finally:
         reader.join(timeout=10)
@@ -173,11 +163,6 @@ def launch(step: CheckStep, limit_s: float, log: IO[str]) -> tuple[str, int | No
         log.write(f"\n[gpu-check: interrupted after {limit_s:.0f} s]\n")
         return "cut", proc.returncode
     return ("ok" if proc.returncode == 0 else "failed"), proc.returncode
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
 
 
 def run_steps(steps: Sequence[CheckStep], out: Path, budget_s: float,

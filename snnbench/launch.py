@@ -30,6 +30,7 @@ from pathlib import Path
 
 from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.lifeline import PARENT_PID_VAR
+from snnbench.processes import kill_group
 
 #: how often the parent looks at the worker and its marker file
 POLL_S = 0.05
@@ -176,13 +177,6 @@ def wait_for_worker(proc: subprocess.Popen[bytes], job: Job,
         if case_started is not None and now - case_started > job.timeout_s:
             kill_group(proc)
             return Exit(proc.returncode, "case", now - started)
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the worker's whole process group and reap it."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def read_result(path: Path) -> CaseRecord | None:

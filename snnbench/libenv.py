@@ -60,6 +60,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from snnbench.errors import UserError
+from snnbench.processes import run_captured
 
 #: environment variable naming the cache folder (the ``[run] env_cache`` key wins over it)
 CACHE_ENV_VAR = "SNNBENCH_ENV_CACHE"
@@ -297,8 +298,7 @@ def _run_uv(args: list[str], timeout_s: float = UV_TIMEOUT_S,
     command = [sys.executable, "-I", "-S", "-c", _UV_LAUNCHER, str(os.getpid()), uv_binary(),
                *args]
     try:
-        return subprocess.run(command, capture_output=True, text=True, env=env,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL, pass_fds=fds)
+        return run_captured(command, timeout_s, env=env, pass_fds=fds)
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, 124, "",
                                            f"uv took longer than {timeout_s:g} s; stopped")

@@ -44,7 +44,7 @@ def machine_record(host: str, executor: str, image: str = "") -> dict[str, Any]:
 
 def write_machine_record(run_dir: Path, host: str, executor: str, image: str = "") -> Path:
     """Write this host's record into the run folder, unless it already has one."""
-    from snnbench.storage import atomic_write_json
+    from snnbench.fileio import atomic_write_json
 
     folder = run_dir / HOSTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -58,7 +58,7 @@ def read_machine_records(run_dir: Path) -> list[dict[str, Any]]:
     """Every host's record, by host name. A damaged one, or one whose file is not named after
     its host (a copy, a rename), raises :class:`~snnbench.storage.StorageError` naming it:
     it would go into the manifest's host list (what ``compare`` checks the machines by)."""
-    from snnbench.storage import StorageError, read_json
+    from snnbench.fileio import StorageError, read_json
 
     records = []
     for path in sorted((run_dir / HOSTS_DIR).glob("*.json")):

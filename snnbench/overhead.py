@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from snnbench.rundir import adapter_label
+from snnbench.contract import adapter_label
 
 #: the probe adapter's name: its rows are measurements of the harness, not of a library
 NULL = "null"

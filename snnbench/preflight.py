@@ -31,14 +31,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from snnbench import nvml
+from snnbench.contract import CaseRecord, case_busy_cores, now_utc
 from snnbench.errors import UserError
-
-if TYPE_CHECKING:
-    from snnbench.config import RunSettings
-    from snnbench.contract import CaseRecord
 
 #: version of the record below (bump when a field changes meaning)
 PREFLIGHT_SCHEMA = 1
@@ -358,8 +355,6 @@ def _turbo_finding(turbo: bool | None) -> Finding:
 def check_machine(threads: int, jobs: int = 1, device: str = "cpu", when: str = "start",
                   probes: Probes | None = None) -> Preflight:
     """Check this machine for a run of ``jobs`` cases at once, ``threads`` threads each."""
-    from snnbench.contract import now_utc
-
     probes = probes or PROBES
     load = probes.loadavg()
     cpus = max(1, probes.cpus())
@@ -391,41 +386,6 @@ def refusal(preflight: Preflight) -> str:
     """The one line ``--strict`` stops with (exit 2)."""
     reasons = "; ".join(f"{f.check}: {f.message}" for f in preflight.warnings)
     return f"--strict: the machine is noisy, not running ({reasons})"
-
-
-def preflight_check(settings: RunSettings, executor: Any, device: str,
-                    notify: Callable[[str], None] | None, when: str = "start",
-                    probes: Probes | None = None) -> Preflight | None:
-    """The check a sweep runs before (and after) its cases, on this machine.
-
-    None when the cases run elsewhere (a cluster executor: this machine's load says nothing
-    about theirs; each case still records its own, see :class:`CpuMonitor`). At the start,
-    ``settings.strict`` turns a warning into :class:`NoisyMachine` (exit 2, nothing written);
-    otherwise every warning goes to ``notify``, one line each (notices, which change nothing a
-    user must act on, are only recorded; ``snnbench env --check`` shows them).
-    """
-    if getattr(executor, "name", "local") != "local":
-        return None
-    jobs = int(getattr(executor, "concurrency", 1) or 1)
-    result = check_machine(settings.resolved_threads, jobs, device, when, probes)
-    if when == "start" and settings.strict and result.noisy:
-        raise NoisyMachine(refusal(result))
-    if notify is not None:
-        for finding in result.findings:
-            if finding.level == "warning":
-                notify(f"{finding.level}: {finding.message}")
-    return result
-
-
-def case_busy_cores(record: CaseRecord) -> float | None:
-    """Cores other processes used while the case's phases were timed, less what the cases run
-    beside it (``--jobs``) were expected to use; None when the worker did not measure it."""
-    cpu = record.measurement.get("cpu")
-    if not isinstance(cpu, Mapping) or "others_cores" not in cpu:
-        return None
-    threads = int(record.settings.get("threads", 1) or 1)
-    siblings = max(0, record.placement.concurrency - 1) * threads
-    return max(0.0, float(cpu["others_cores"]) - siblings)
 
 
 @dataclass

@@ -1,38 +1,288 @@
-"""Reading a finished run folder (``manifest.json``, ``summary.parquet``, ``samples.parquet``).
+"""A run folder on disk: its manifest, lock, case records and tables, read and written here.
 
-``report``, ``compare`` and ``show`` all start from :func:`load_run`. Anything that makes a folder
-unusable (missing, not a run, a schema version this code does not read, a table without the
-contract columns) raises :class:`RunDirError` with one line that says what and where; the CLI
-prints it and exits with code 2, never a traceback.
+``run`` writes one through :class:`RunFolder`; ``report``, ``compare`` and ``show`` start from
+:func:`load_run`.
+The source of truth is one JSON record per finished case in ``cases/``; ``summary.*`` and
+``samples.parquet`` are rebuilt from those records after every case (:mod:`snnbench.storage`).
+Each file is written to a temporary name and renamed over the old one, so a kill at any instant
+leaves either the previous or the new complete file. Anything that makes a folder unusable
+(missing, not a run, a schema version this code does not read, a table without the contract
+columns) raises :class:`RunDirError` with one line that says what and where; the CLI prints
+it and exits with code 2, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
-from snnbench import schema
-from snnbench.errors import UserError
+from snnbench.contract import CaseRecord
+from snnbench.contract import adapter_label as adapter_label  # long imported from here
+from snnbench.fileio import (
+    StorageError,
+    WriteError,
+    atomic_path,
+    atomic_write_json,
+    check_creatable,
+    check_folder,
+    claim_folder,
+    os_reason,
+)
+from snnbench.manifest import Manifest, upgraded
+from snnbench.schema import (
+    CASES_DIR,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    SAMPLE_COLUMNS,
+    SAMPLES_PARQUET,
+    SCHEMA_VERSION,
+    SUMMARY_COLUMNS,
+    SUMMARY_CSV,
+    SUMMARY_FLOAT_COLUMNS,
+    SUMMARY_INT_COLUMNS,
+    SUMMARY_PARQUET,
+    SUMMARY_TEXT_COLUMNS,
+)
+from snnbench.storage import samples_frame, summary_frame
+from snnbench.storage import with_added_columns as with_added_columns  # long imported from here
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
-_NUMERIC_SUMMARY = schema.SUMMARY_INT_COLUMNS + schema.SUMMARY_FLOAT_COLUMNS
+_NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
 #: summary columns that hold text; missing values become "" so comparisons and joins are plain
-_TEXT_SUMMARY = schema.SUMMARY_TEXT_COLUMNS
+_TEXT_SUMMARY = SUMMARY_TEXT_COLUMNS
 
 
-class RunDirError(UserError):
-    """The folder is not a readable run of this schema; the message is one line for the user."""
+def _may_hold_new_run(path: Path) -> bool:
+    # an empty cases/ is what a run leaves when it stopped before writing its manifest
+    return path.name == CASES_DIR and path.is_dir() and not any(path.iterdir())
+
+
+@dataclass
+class RunFolder:
+    """One run folder: everything in it is read and written here.
+
+    Its manifest (:class:`~snnbench.manifest.Manifest`), its lock, its case records (the
+    source of truth) and the tables rebuilt from them; :meth:`load` reads a finished run for
+    ``show``, ``report`` and ``compare``.
+    """
+
+    path: Path
+    _lock_handle: IO[str] | None = None
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.path / CASES_DIR
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_FILE
+
+    # -- creation and locking -------------------------------------------------------------
+    @staticmethod
+    def check_new(path: Path) -> None:
+        """Refuse, touching nothing, a folder that cannot become a new run folder: one that
+        already holds a run (pointing at ``--resume``) or any other non-empty folder (with
+        ``--out /`` the results would land among system files). Called before any slow
+        preparation, and again by :meth:`create`."""
+        if (path / MANIFEST_FILE).exists():
+            raise StorageError(
+                f"{path} already holds a run: use --resume to finish it, or choose another --out"
+            )
+        check_folder(path, "--out", _may_hold_new_run)
+        check_creatable(path, "--out")
+
+    @classmethod
+    def create(cls, path: Path) -> RunDir:
+        """Prepare a new run folder: ``path`` must be new or empty, never a folder with files."""
+        cls.check_new(path)
+        claim_folder(path, "--out", _may_hold_new_run)
+        try:
+            (path / CASES_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
+        return cls(path)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> RunDir:
+        """An existing run folder (for ``--resume``); it must hold a readable manifest."""
+        if not path.is_dir():
+            raise StorageError(f"no run folder at {path}")
+        if not (path / MANIFEST_FILE).exists():
+            raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
+        if not os.access(path, os.W_OK):
+            raise StorageError(f"output folder {path} is not writable")
+        try:
+            (path / CASES_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
+        return cls(path)
+
+    def live_holder(self) -> str | None:
+        """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
+        Only tests the lock (a shared, non-blocking try): readers write nothing."""
+        try:
+            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
+        except OSError:
+            return None  # no lock file: no live run
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        return handle.read().strip() or "another process"
+                    return "another process"
+                return None
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return None
+
+    def lock(self) -> None:
+        """Hold an exclusive lock for this process; another live run on the folder is refused.
+
+        The lock file is removed by :meth:`unlock`. A process that opened it just before
+        that removal would lock an unlinked file, so the lock counts only when the locked
+        file is still the one at the path (else it is retried on the new file).
+        """
+        path = self.path / LOCK_FILE
+        for _ in range(10):
+            try:
+                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
+            except OSError as exc:
+                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise StorageError(
+                        f"{self.path} is in use by another live run ({holder}); wait for it or "
+                        "choose another --out"
+                    ) from exc
+                raise StorageError(f"cannot lock {self.path}: {os_reason(exc)}") from exc
+            try:
+                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            handle.close()
+        else:
+            raise StorageError(f"cannot lock {self.path}: its lock file keeps changing")
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}\n")
+            handle.flush()
+        except OSError as exc:
+            handle.close()
+            raise WriteError(path, exc) from exc
+        self._lock_handle = handle
+
+    def unlock(self) -> None:
+        """Release the lock and remove the lock file (the OS releases it if the process dies)."""
+        if self._lock_handle is not None:
+            # removed while still held, so no other run can lock the file and then lose it
+            with contextlib.suppress(OSError):
+                os.unlink(self.path / LOCK_FILE)
+            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    # -- manifest and case records ---------------------------------------------------------
+    def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> None:
+        """Write the manifest atomically. Raw JSON data (tools, tests) is written as given,
+        under this version."""
+        data = (manifest.to_json() if isinstance(manifest, Manifest)
+                else {"schema_version": SCHEMA_VERSION, **manifest})
+        atomic_write_json(self.manifest_path, data)
+
+    def manifest_data(self) -> dict[str, Any]:
+        """The manifest as JSON data, of this schema version (an older one upgraded): all
+        that ``show``, ``report`` and ``compare`` need. A missing, damaged or foreign file
+        raises :class:`StorageError` in one line."""
+        file = self.manifest_path
+        if not file.is_file():
+            raise StorageError(f"{self.path} is not a run folder: no {MANIFEST_FILE}")
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise StorageError(f"damaged manifest {file}: cannot read it: damaged or not JSON "
+                               f"({exc})") from exc
+        return upgraded(data, file)
+
+    def manifest(self) -> Manifest:
+        """The typed manifest, checked whole: what a resume or a merge goes on from."""
+        return Manifest.parse(self.manifest_data(), self.manifest_path)
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The checked manifest as JSON data (:meth:`manifest`, as the file holds it)."""
+        return self.manifest().to_json()
+
+    def write_case(self, record: CaseRecord) -> None:
+        """Store one finished case's record (atomically) under its key."""
+        record.write(self.cases_dir / f"{record.key}.json")
+
+    def finished_keys(self) -> set[str]:
+        """Keys of the cases already recorded (``--resume`` skips them): the keys the records
+        hold, never only their file names (:meth:`case_records` checks that both agree)."""
+        if not self.cases_dir.is_dir():
+            return set()
+        return {record.key for record in self.case_records()}
+
+    def case_records(self) -> list[CaseRecord]:
+        """Every case record, ordered by the time it finished.
+
+        A file that is not a case record of this schema raises a
+        :class:`~snnbench.contract.ContractError` naming it; one whose name is not its
+        record's key (a record copied or renamed by hand) raises :class:`StorageError`: a copy
+        would count as a second replicate, a renamed one would hide the case it is named after.
+        """
+        records = []
+        for path in sorted(self.cases_dir.glob("*.json")):
+            record = CaseRecord.read(path)
+            if record.key != path.stem:
+                raise StorageError(
+                    f"{path} holds the record of case {record.key}, not {path.stem} (copied "
+                    f"or renamed by hand): restore its name ({record.key}.json) or remove it")
+            records.append(record)
+        records.sort(key=lambda r: (r.finished_utc, r.order))
+        return records
+
+    def load(self, *, samples: bool = True) -> Run:
+        """The finished run, checked (:func:`load_run`)."""
+        return load_run(self.path, samples=samples)
+
+    # -- derived tables ------------------------------------------------------------------
+    def rebuild_tables(self, run_id: str) -> pd.DataFrame:
+        """Rebuild summary.parquet, summary.csv and samples.parquet from the case records."""
+        records = self.case_records()
+        summary = summary_frame(records, run_id)
+        samples = samples_frame(records, run_id)
+        with atomic_path(self.path / SAMPLES_PARQUET) as tmp:
+            samples.to_parquet(tmp, index=False)
+        with atomic_path(self.path / SUMMARY_PARQUET) as tmp:
+            summary.to_parquet(tmp, index=False)
+        with atomic_path(self.path / SUMMARY_CSV) as tmp:
+            summary.to_csv(tmp, index=False)
+        return summary
 
 
 @dataclass
 class Run:
     """One run folder, loaded.
 
-    ``summary`` has every column of :data:`snnbench.schema.SUMMARY_COLUMNS` (text columns with ""
+    ``summary`` has every column of :data:`snnbench.SUMMARY_COLUMNS` (text columns with ""
     for missing values, numeric columns as floats/ints with NaN). ``samples`` is None when the run
     kept no raw samples.
     """
@@ -71,7 +321,7 @@ def _read_table(path: Path, what: str) -> pd.DataFrame:
         return pd.read_parquet(path)
     except Exception as exc:  # pyarrow/pandas raise many types for a damaged file
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RunDirError(f"cannot read {what} {path}: {first}") from exc
+        raise StorageError(f"cannot read {what} {path}: {first}") from exc
 
 
 def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, ...]) -> None:
@@ -83,76 +333,55 @@ def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, .
             frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
-    """Read and check ``manifest.json`` of run folder ``path``; raise :class:`RunDirError`."""
-    file = path / schema.MANIFEST_FILE
-    if not file.is_file():
-        raise RunDirError(f"{path} is not a run folder: no {schema.MANIFEST_FILE}")
-    try:
-        manifest = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunDirError(f"damaged manifest {file}: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise RunDirError(f"damaged manifest {file}: not a JSON object")
-    version = manifest.get("schema_version")
-    if version != schema.SCHEMA_VERSION:
-        raise RunDirError(
-            f"{path} has schema_version {version!r}; this snnbench reads version "
-            f"{schema.SCHEMA_VERSION} (re-run the benchmark, or use the snnbench that wrote it)"
-        )
-    return manifest
-
-
 def load_run(path: str | Path, *, samples: bool = True) -> Run:
     """Load a run folder and check it against :mod:`snnbench.schema`.
 
     ``samples=False`` skips ``samples.parquet`` (it can be large; tables and plots do not need
-    it). Raises :class:`RunDirError` when the folder is missing, is not a run, has another
+    it). Raises :class:`StorageError` when the folder is missing, is not a run, has another
     schema version, or its summary is unreadable, lacks contract columns or has no rows. The
     summary is read from Parquet, falling back to ``summary.csv`` when the Parquet file is absent.
     """
     root = Path(path)
     if not root.exists():
-        raise RunDirError(f"run folder {root} does not exist")
+        raise StorageError(f"run folder {root} does not exist")
     if not root.is_dir():
-        raise RunDirError(f"{root} is not a folder")
-    manifest = load_manifest(root)
-    from snnbench.storage import RunDir
-
-    holder = RunDir(root).live_holder()
+        raise StorageError(f"{root} is not a folder")
+    folder = RunFolder(root)
+    manifest = folder.manifest_data()
+    holder = folder.live_holder()
     if holder is not None:
         # its tables change with every case that finishes: read it once the run has ended
-        raise RunDirError(f"{root} is in use by a live run ({holder}): wait for it to finish")
+        raise StorageError(f"{root} is in use by a live run ({holder}): wait for it to finish")
 
-    parquet, csv = root / schema.SUMMARY_PARQUET, root / schema.SUMMARY_CSV
+    parquet, csv = root / SUMMARY_PARQUET, root / SUMMARY_CSV
     if parquet.is_file():
         summary = _read_table(parquet, "summary")
     elif csv.is_file():
         summary = _read_table(csv, "summary")
     else:
-        raise RunDirError(
-            f"{root} has no {schema.SUMMARY_PARQUET}: the run did not finish "
+        raise StorageError(
+            f"{root} has no {SUMMARY_PARQUET}: the run did not finish "
             "(resume it, or point at a finished run)"
         )
     summary = with_added_columns(summary)
-    missing = [c for c in schema.SUMMARY_COLUMNS if c not in summary.columns]
+    missing = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
     if missing:
-        raise RunDirError(f"damaged summary in {root}: missing columns {', '.join(missing)}")
+        raise StorageError(f"damaged summary in {root}: missing columns {', '.join(missing)}")
     if summary.empty:
-        raise RunDirError(f"empty run {root}: the summary has no rows")
+        raise StorageError(f"empty run {root}: the summary has no rows")
     _normalise(summary, _NUMERIC_SUMMARY, _TEXT_SUMMARY)
     # a bool in Parquet, the text "True"/"False" in the CSV fallback
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
                                  for v in summary["allow_mismatch"]]
 
     sample_frame: pd.DataFrame | None = None
-    sample_file = root / schema.SAMPLES_PARQUET
+    sample_file = root / SAMPLES_PARQUET
     if samples and sample_file.is_file():
         sample_frame = with_added_columns(_read_table(sample_file, "samples"),
-                                          schema.SAMPLE_COLUMNS)
-        missing = [c for c in schema.SAMPLE_COLUMNS if c not in sample_frame.columns]
+                                          SAMPLE_COLUMNS)
+        missing = [c for c in SAMPLE_COLUMNS if c not in sample_frame.columns]
         if missing:
-            raise RunDirError(f"damaged samples in {root}: missing columns {', '.join(missing)}")
+            raise StorageError(f"damaged samples in {root}: missing columns {', '.join(missing)}")
         sample_frame = sample_frame.copy()
         _normalise(
             sample_frame,
@@ -164,22 +393,13 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 
 
-def with_added_columns(frame: pd.DataFrame,
-                       columns: tuple[str, ...] = schema.SUMMARY_COLUMNS) -> pd.DataFrame:
-    """A copy of ``frame`` (a table with ``columns``) with the columns of
-    :data:`schema.ADDED_COLUMN_DEFAULTS` it lacks (a run written before they existed), filled
-    with their defaults."""
-    frame = frame.copy()
-    for column, default in schema.ADDED_COLUMN_DEFAULTS.items():
-        if column in columns and column not in frame.columns:
-            frame[column] = default
-    return frame
+#: the name this class long had
+RunDir = RunFolder
+
+#: the error of an unreadable run folder: one kind for every reader of a run folder
+RunDirError = StorageError
 
 
-def adapter_label(adapter: str, variant: str, environment: str = "") -> str:
-    """How an adapter is named in tables and plots: ``torch``, ``norse:compile``, and in a
-    library environment ``snntorch@0.9.4`` or ``spikingjelly:torch@legacy``."""
-    from snnbench.contract import environment_tag
-
-    label = adapter if variant in ("", "default") else f"{adapter}:{variant}"
-    return f"{label}@{environment_tag(adapter, environment)}" if environment else label
+def load_manifest(path: Path) -> dict[str, Any]:
+    """Read and check ``manifest.json`` of run folder ``path``; raise :class:`RunDirError`."""
+    return RunFolder(path).manifest_data()

@@ -8,34 +8,70 @@ or the new complete file. Nothing here is pickled: results are plain data.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
-import json
 import math
-import os
-import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pandas as pd
 
-from snnbench.contract import CaseRecord, case_key
-from snnbench.errors import UserError
+from snnbench.contract import CaseRecord, case_busy_cores, case_key
+from snnbench.fileio import (
+    WRITTEN_LEDGER as WRITTEN_LEDGER,
+)
+
+# re-exported: callers long found these here
+# the file layer, re-exported under the names callers long found here
+from snnbench.fileio import (
+    StorageError as StorageError,
+)
+from snnbench.fileio import (
+    WriteError as WriteError,
+)
+from snnbench.fileio import (
+    atomic_path as atomic_path,
+)
+from snnbench.fileio import (
+    atomic_write_bytes as atomic_write_bytes,
+)
+from snnbench.fileio import (
+    atomic_write_json as atomic_write_json,
+)
+from snnbench.fileio import (
+    check_creatable as check_creatable,
+)
+from snnbench.fileio import (
+    check_folder as check_folder,
+)
+from snnbench.fileio import (
+    claim_folder as claim_folder,
+)
+from snnbench.fileio import (
+    file_mode as file_mode,
+)
+from snnbench.fileio import (
+    interrupted_write as interrupted_write,
+)
+from snnbench.fileio import (
+    os_reason as os_reason,
+)
+from snnbench.fileio import (
+    read_json as read_json,
+)
+from snnbench.fileio import (
+    record_written as record_written,
+)
+from snnbench.fileio import (
+    written_by_snnbench as written_by_snnbench,
+)
+from snnbench.fileio import (
+    written_files as written_files,
+)
 from snnbench.measurement import MeasurementInfo
-from snnbench.preflight import case_busy_cores
 from snnbench.schema import (
-    CASES_DIR,
-    LOCK_FILE,
-    MANIFEST_FILE,
+    ADDED_COLUMN_DEFAULTS,
     METRIC_UNITS,
     SAMPLE_COLUMNS,
-    SAMPLES_PARQUET,
-    SCHEMA_VERSION,
     SUMMARY_COLUMNS,
-    SUMMARY_CSV,
     SUMMARY_FLOAT_COLUMNS,
     SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
@@ -48,432 +84,6 @@ from snnbench.stats import (
     summarize,
     within_spread,
 )
-
-
-class StorageError(UserError):
-    """A run folder cannot be used (unwritable, busy, damaged); one clear line."""
-
-
-class WriteError(StorageError):
-    """A file could not be written (a full disk, a quota, a read-only folder...).
-
-    ``path`` is the file; the message names it and the cause. Whatever was written before
-    stays whole: every write goes through a temporary file and a rename.
-    """
-
-    def __init__(self, path: Path, exc: OSError) -> None:
-        self.path = path
-        self.cause = os_reason(exc)
-        super().__init__(f"cannot write {path}: {self.cause}")
-
-
-def interrupted_write(exc: OSError | WriteError, run_folder: Path) -> StorageError:
-    """The one line for a sweep stopped by a failed write: what, why, and how to finish."""
-    if isinstance(exc, WriteError):
-        what = f"{exc.path}: {exc.cause}"
-    else:
-        what = f"{exc.filename or run_folder}: {os_reason(exc)}"
-    return StorageError(
-        f"cannot write {what}; the cases finished so far are kept: free space (or fix the "
-        f"folder), then finish with 'snnbench run --resume --out {run_folder}'"
-    )
-
-
-def os_reason(exc: OSError) -> str:
-    """The cause of an OSError in a few words (``No space left on device``)."""
-    if exc.errno:
-        return os.strerror(exc.errno)
-    # pyarrow raises OSError with no errno and the cause in the text
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def file_mode() -> int:
-    """The mode ``open()`` gives a new file under the current umask (0o644 under umask 022).
-
-    ``mkstemp`` creates 0600 files; results and logs must share one convention, the umask's.
-    """
-    # os.umask can only be read by setting it: set it back at once
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def _temporary(path: Path) -> str:
-    """A new temporary file beside ``path`` with the umask's mode; returns its name."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, file_mode())
-    finally:
-        os.close(fd)
-    return tmp
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
-
-    An OSError (full disk...) raises :class:`WriteError`; ``path`` keeps its old content and
-    no temporary file is left behind.
-    """
-    with _atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Atomically write ``obj`` as indented JSON (NaN written as null)."""
-    text = json.dumps(_clean_json(obj), indent=2, sort_keys=True)
-    atomic_write_bytes(path, (text + "\n").encode())
-
-
-def _clean_json(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _clean_json(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean_json(v) for v in obj]
-    return obj
-
-
-@contextlib.contextmanager
-def _atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path to write; renamed over ``path`` when the block ends without error."""
-    tmp: str | None = None
-    try:
-        tmp = _temporary(path)
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise WriteError(path, exc) from exc
-        raise
-
-
-#: the ledger of an output folder (``report --out``, ``verify --dump``): every file snnbench
-#: wrote there, with its SHA-256. A later command replaces exactly those, unchanged since;
-#: a file of the same name that the user wrote or edited is never touched
-WRITTEN_LEDGER = ".snnbench-written.json"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def written_files(folder: Path) -> dict[str, str] | None:
-    """File name → SHA-256 of what snnbench wrote in ``folder``; {} when it has no ledger,
-    None when its ledger is not one (damaged, or a foreign file of that name)."""
-    ledger = folder / WRITTEN_LEDGER
-    if not ledger.is_file():
-        return {}
-    try:
-        data = json.loads(ledger.read_text())
-    except (OSError, ValueError):
-        return None
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, dict) or data.get("written_by") != "snnbench":
-        return None
-    return {str(k): str(v) for k, v in files.items()}
-
-
-def written_by_snnbench(path: Path) -> bool:
-    """True for a file snnbench wrote (per its folder's ledger) and nobody changed since, and
-    for a sound ledger itself: what an output folder may hold and a command may replace."""
-    if path.is_symlink() or not path.is_file():
-        return False
-    files = written_files(path.parent)
-    if files is None:
-        return False
-    if path.name == WRITTEN_LEDGER:
-        return True
-    expected = files.get(path.name)
-    try:
-        return expected is not None and _sha256(path) == expected
-    except OSError:
-        return False
-
-
-def record_written(folder: Path, paths: list[Path]) -> None:
-    """Add ``paths`` (files just written in ``folder``) to its ledger, atomically."""
-    files = written_files(folder) or {}
-    for path in paths:
-        files[path.name] = _sha256(path)
-    atomic_write_json(folder / WRITTEN_LEDGER, {"written_by": "snnbench", "files": files})
-
-
-def claim_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
-    """Make ``path`` an output folder, refusing one that holds anything ``may_hold`` rejects.
-
-    The rule for every output folder: new, empty, or holding only what this command writes
-    there itself (an earlier report, earlier dumps). Nothing else in it is ever overwritten;
-    a refusal touches nothing.
-    """
-    check_folder(path, flag, may_hold)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(
-            f"cannot create output folder {path} ({flag}): {os_reason(exc)}"
-        ) from exc
-    if not os.access(path, os.W_OK):
-        raise StorageError(f"output folder {path} ({flag}) is not writable")
-
-
-def check_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
-    """The refusals of :func:`claim_folder`, without creating anything."""
-    if path.exists() or path.is_symlink():
-        if not path.is_dir():
-            raise StorageError(f"{flag} {path} exists and is not a folder")
-        try:
-            foreign = sorted(p.name for p in path.iterdir() if not may_hold(p))
-        except OSError as exc:
-            raise StorageError(f"cannot read {flag} folder {path}: {os_reason(exc)}") from exc
-        if foreign:
-            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
-            raise StorageError(
-                f"{flag} {path} is not empty ({shown}): choose a new or empty folder (only "
-                "files snnbench wrote there, unchanged, are replaced); nothing in it was touched"
-            )
-
-
-def check_creatable(path: Path, flag: str) -> None:
-    """Refuse, leaving nothing behind, an output folder that could not be made or written
-    (a read-only or pseudo file system, a file where a folder goes, no access): a probe
-    folder is made in it, or in its nearest existing parent, and removed at once.
-    ``os.access`` cannot tell: root passes it on a read-only or pseudo file system."""
-    where = path
-    while not (where.exists() or where.is_symlink()) and where != where.parent:
-        where = where.parent
-    if not where.is_dir():
-        raise StorageError(f"cannot create output folder {path} ({flag}): {where} is not a "
-                           "folder")
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".snnbench-probe-", dir=where))
-    except OSError as exc:
-        what = "write into" if where == path else "create"
-        raise StorageError(f"cannot {what} output folder {path} ({flag}): "
-                           f"{os_reason(exc)}") from exc
-
-
-def read_json(path: Path) -> Any:
-    """Read a JSON file; a damaged one raises :class:`StorageError` naming it."""
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise StorageError(f"missing {path}") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StorageError(f"cannot read {path}: damaged or not JSON ({exc})") from exc
-
-
-def _may_hold_new_run(path: Path) -> bool:
-    # an empty cases/ is what a run leaves when it stopped before writing its manifest
-    return path.name == CASES_DIR and path.is_dir() and not any(path.iterdir())
-
-
-@dataclass
-class RunDir:
-    """An output folder holding one run."""
-
-    path: Path
-    _lock_handle: IO[str] | None = None
-
-    @property
-    def cases_dir(self) -> Path:
-        return self.path / CASES_DIR
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST_FILE
-
-    # -- creation and locking -------------------------------------------------------------
-    @staticmethod
-    def check_new(path: Path) -> None:
-        """Refuse, touching nothing, a folder that cannot become a new run folder: one that
-        already holds a run (pointing at ``--resume``) or any other non-empty folder (with
-        ``--out /`` the results would land among system files). Called before any slow
-        preparation, and again by :meth:`create`."""
-        if (path / MANIFEST_FILE).exists():
-            raise StorageError(
-                f"{path} already holds a run: use --resume to finish it, or choose another --out"
-            )
-        check_folder(path, "--out", _may_hold_new_run)
-        check_creatable(path, "--out")
-
-    @classmethod
-    def create(cls, path: Path) -> RunDir:
-        """Prepare a new run folder: ``path`` must be new or empty, never a folder with files."""
-        cls.check_new(path)
-        claim_folder(path, "--out", _may_hold_new_run)
-        try:
-            (path / CASES_DIR).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
-        return cls(path)
-
-    @classmethod
-    def open_existing(cls, path: Path) -> RunDir:
-        """An existing run folder (for ``--resume``); it must hold a readable manifest."""
-        if not path.is_dir():
-            raise StorageError(f"no run folder at {path}")
-        if not (path / MANIFEST_FILE).exists():
-            raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
-        if not os.access(path, os.W_OK):
-            raise StorageError(f"output folder {path} is not writable")
-        try:
-            (path / CASES_DIR).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create {path / CASES_DIR}: {os_reason(exc)}") from exc
-        return cls(path)
-
-    def live_holder(self) -> str | None:
-        """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
-        Only tests the lock (a shared, non-blocking try): readers write nothing."""
-        try:
-            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
-        except OSError:
-            return None  # no lock file: no live run
-        with handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    with contextlib.suppress(OSError, UnicodeDecodeError):
-                        return handle.read().strip() or "another process"
-                    return "another process"
-                return None
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return None
-
-    def lock(self) -> None:
-        """Hold an exclusive lock for this process; another live run on the folder is refused.
-
-        The lock file is removed by :meth:`unlock`. A process that opened it just before
-        that removal would lock an unlinked file, so the lock counts only when the locked
-        file is still the one at the path (else it is retried on the new file).
-        """
-        path = self.path / LOCK_FILE
-        for _ in range(10):
-            try:
-                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
-            except OSError as exc:
-                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                handle.close()
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise StorageError(
-                        f"{self.path} is in use by another live run ({holder}); wait for it or "
-                        "choose another --out"
-                    ) from exc
-                raise StorageError(f"cannot lock {self.path}: {os_reason(exc)}") from exc
-            try:
-                same = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            handle.close()
-        else:
-            raise StorageError(f"cannot lock {self.path}: its lock file keeps changing")
-        try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()}\n")
-            handle.flush()
-        except OSError as exc:
-            handle.close()
-            raise WriteError(path, exc) from exc
-        self._lock_handle = handle
-
-    def unlock(self) -> None:
-        """Release the lock and remove the lock file (the OS releases it if the process dies)."""
-        if self._lock_handle is not None:
-            # removed while still held, so no other run can lock the file and then lose it
-            with contextlib.suppress(OSError):
-                os.unlink(self.path / LOCK_FILE)
-            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
-
-    # -- manifest and case records ---------------------------------------------------------
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_json(self.manifest_path, {"schema_version": SCHEMA_VERSION, **manifest})
-
-    def read_manifest(self) -> dict[str, Any]:
-        data = read_json(self.manifest_path)
-        if not isinstance(data, dict):
-            raise StorageError(f"{self.manifest_path} is damaged: not a JSON object")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise StorageError(
-                f"{self.manifest_path} has schema version {data.get('schema_version')!r}; "
-                f"this snnbench reads version {SCHEMA_VERSION}"
-            )
-        # what --resume reads back: checked here so that a damaged manifest is one line
-        settings = data.get("settings")
-        if not isinstance(data.get("run_id"), str) or not data["run_id"]:
-            raise StorageError(f"{self.manifest_path} is damaged: no run_id")
-        if not isinstance(data.get("config"), dict):
-            raise StorageError(f"{self.manifest_path} is damaged: no config table")
-        if not isinstance(settings, dict) or settings.get("device") not in ("cpu", "cuda"):
-            raise StorageError(f"{self.manifest_path} is damaged: no settings.device (cpu or cuda)")
-        return data
-
-    def write_case(self, record: CaseRecord) -> None:
-        """Store one finished case's record (atomically) under its key."""
-        record.write(self.cases_dir / f"{record.key}.json")
-
-    def finished_keys(self) -> set[str]:
-        """Keys of the cases already recorded (``--resume`` skips them): the keys the records
-        hold, never only their file names (:meth:`case_records` checks that both agree)."""
-        if not self.cases_dir.is_dir():
-            return set()
-        return {record.key for record in self.case_records()}
-
-    def case_records(self) -> list[CaseRecord]:
-        """Every case record, ordered by the time it finished.
-
-        A file that is not a case record of this schema raises a
-        :class:`~snnbench.contract.ContractError` naming it; one whose name is not its
-        record's key (a record copied or renamed by hand) raises :class:`StorageError`: a copy
-        would count as a second replicate, a renamed one would hide the case it is named after.
-        """
-        records = []
-        for path in sorted(self.cases_dir.glob("*.json")):
-            record = CaseRecord.read(path)
-            if record.key != path.stem:
-                raise StorageError(
-                    f"{path} holds the record of case {record.key}, not {path.stem} (copied "
-                    f"or renamed by hand): restore its name ({record.key}.json) or remove it")
-            records.append(record)
-        records.sort(key=lambda r: (r.finished_utc, r.order))
-        return records
-
-    # -- derived tables ------------------------------------------------------------------
-    def rebuild_tables(self, run_id: str) -> pd.DataFrame:
-        """Rebuild summary.parquet, summary.csv and samples.parquet from the case records."""
-        records = self.case_records()
-        summary = summary_frame(records, run_id)
-        samples = samples_frame(records, run_id)
-        with _atomic_path(self.path / SAMPLES_PARQUET) as tmp:
-            samples.to_parquet(tmp, index=False)
-        with _atomic_path(self.path / SUMMARY_PARQUET) as tmp:
-            summary.to_parquet(tmp, index=False)
-        with _atomic_path(self.path / SUMMARY_CSV) as tmp:
-            summary.to_csv(tmp, index=False)
-        return summary
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:
@@ -737,10 +347,20 @@ def read_summary(path: Path) -> pd.DataFrame:
         frame = pd.read_parquet(parquet)
     except Exception as exc:  # pyarrow raises several types for a torn or foreign file
         raise StorageError(f"cannot read {parquet}: damaged ({type(exc).__name__})") from exc
-    from snnbench.rundir import with_added_columns
-
     frame = with_added_columns(frame)
     missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
     if missing:
         raise StorageError(f"{parquet} lacks columns {', '.join(missing)}: wrong schema")
+    return frame
+
+
+def with_added_columns(frame: pd.DataFrame,
+                       columns: tuple[str, ...] = SUMMARY_COLUMNS) -> pd.DataFrame:
+    """A copy of ``frame`` (a table with ``columns``) with the columns of
+    :data:`ADDED_COLUMN_DEFAULTS` it lacks (a run written before they existed), filled
+    with their defaults."""
+    frame = frame.copy()
+    for column, default in ADDED_COLUMN_DEFAULTS.items():
+        if column in columns and column not in frame.columns:
+            frame[column] = default
     return frame

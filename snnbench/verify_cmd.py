@@ -21,19 +21,11 @@ from snnbench.contract import CaseRecord
 from snnbench.executors.local import run_in_folder
 from snnbench.registry import discover
 from snnbench.rundir import adapter_label
-from snnbench.runner import (
-    NotifyCallback,
-    Task,
-    build_environments,
-    environment_failure,
-    make_job,
-    parent_record,
-    plan_tasks,
-    resolve_device,
-    static_skip_reason,
-)
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
+from snnbench.sweep.jobs import environment_failure, make_job, parent_record, static_skip_reason
+from snnbench.sweep.messages import NotifyCallback
+from snnbench.sweep.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.tables import spike_match_text
 from snnbench.verify import verification_spec
 

@@ -24,8 +24,8 @@ from snnbench.executors.placement import (
     list_gpus,
     visible_gpu_uuid,
 )
+from snnbench.rundir import RunDir
 from snnbench.runner import merge_run, share_threads, start_run
-from snnbench.storage import RunDir
 from tests.conftest import run_cli
 
 FAST = {"repeats": 3, "max_repeats": 3, "min_time_s": 0.0, "warmup": 1, "warmup_s": 0.0,

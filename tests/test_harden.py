@@ -496,7 +496,7 @@ def _copy_run(tmp_path: Path, name: str) -> Path:
 
 
 def test_show_report_and_compare_read_by_one_set_of_rules(tmp_path: Path) -> None:
-    from snnbench.storage import RunDir
+    from snnbench.rundir import RunDir
 
     good = _copy_run(tmp_path, "good")
     for name, content in (("garbage", b"{not json"), ("list", b"[]"), ("latin1", b"\xff\xfe{}"),

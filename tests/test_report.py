@@ -249,7 +249,7 @@ def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
     """The real writer (snnbench.storage) and this reader agree on the format."""
     from snnbench.compare import compare
     from snnbench.contract import CaseRecord
-    from snnbench.storage import RunDir
+    from snnbench.rundir import RunDir
 
     def record(adapter: str, n: int, status: str, scale: float) -> CaseRecord:
         rng = np.random.default_rng(n)

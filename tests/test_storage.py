@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from snnbench.contract import CaseRecord, ContractError
+from snnbench.rundir import RunDir
 from snnbench.schema import SUMMARY_COLUMNS
 from snnbench.spec import NetworkSpec
-from snnbench.storage import RunDir, StorageError, atomic_write_json, read_summary, summary_frame
+from snnbench.storage import StorageError, atomic_write_json, read_summary, summary_frame
 
 
 def _record(adapter: str, status: str = "ok", **extra: object) -> CaseRecord:

@@ -132,7 +132,7 @@ def test_empty_out_folder_is_used_lock_removed_one_mode_for_every_file(
 
 
 def test_lock_released_and_removed_after_a_failed_run(tmp_path: Path) -> None:
-    from snnbench.storage import RunDir
+    from snnbench.rundir import RunDir
 
     run = RunDir.create(tmp_path / "run")
     run.lock()

@@ -9,44 +9,30 @@ drives, each case is ``python -m snnbench.worker JOB.json`` in a fresh process
   by side on their own cores, or ``--gpus`` one case per GPU;
 * ``slurm`` (:mod:`.slurm`): one array job through submitit (extra ``snnbench[slurm]``);
 * ``ray`` (:mod:`.ray_engine`): one Ray task per case (extra ``snnbench[ray]``).
+
+Each is a plugin in the ``snnbench.executors`` entry-point group (:mod:`.plugins`): adding an
+executor is one module and one entry point.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
-from snnbench.executors.local import LocalExecutor
+from snnbench.executors.plugins import executor_class, make_executor
 from snnbench.executors.settings import EXECUTORS, ExecutorSettings
 
+if TYPE_CHECKING:
+    from snnbench.executors.local import LocalExecutor
+
 __all__ = ["EXECUTORS", "Executor", "ExecutorError", "ExecutorSettings", "JobStarted",
-           "LocalExecutor", "make_executor"]
+           "LocalExecutor", "executor_class", "make_executor"]
 
 
-def make_executor(settings: ExecutorSettings, device: str, threads: int,
-                  nvml: Any | None = None) -> Executor:
-    """The executor ``settings`` describe, for a sweep on ``device`` using ``threads`` each.
+def __getattr__(name: str) -> Any:
+    # loaded on use: importing the settings (config does) must not start the local machinery
+    if name == "LocalExecutor":
+        from snnbench.executors.local import LocalExecutor
 
-    Raises :class:`ExecutorError` for options this machine cannot honour (``--jobs`` beyond
-    its cores, ``--gpus`` naming a GPU NVML does not see); engines are checked by
-    :meth:`Executor.check`.
-    """
-    from snnbench.executors import placement
-
-    if settings.name == "slurm":
-        from snnbench.executors.slurm import SlurmExecutor
-
-        return SlurmExecutor(settings.slurm, device, threads)
-    if settings.name == "ray":
-        from snnbench.executors.ray_engine import RayExecutor
-
-        return RayExecutor(settings.ray, device, threads)
-    if settings.gpus:
-        if device == "cpu":
-            raise ExecutorError("--gpus runs CUDA cases: use it with --device cuda")
-        return LocalExecutor(placement.gpu_slots(settings.gpus, settings.bind_cpus, nvml))
-    if settings.jobs > 1:
-        if device == "cuda":
-            raise ExecutorError("--jobs runs CPU cases side by side; for GPUs use --gpus")
-        return LocalExecutor(placement.cpu_slots(settings.jobs))
-    return LocalExecutor()
+        return LocalExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,14 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.contract import CaseRecord, Job
-from snnbench.errors import UserError
+from snnbench.executors.settings import ExecutorError, ExecutorSettings
+
+__all__ = ["Executor", "ExecutorError", "JobStarted"]
 
 #: called when a job starts running (for progress display)
 JobStarted = Callable[[Job], None]
-
-
-class ExecutorError(UserError):
-    """An executor cannot be used as asked (missing engine, bad option); one line."""
 
 
 class Executor(ABC):
@@ -35,6 +33,26 @@ class Executor(ABC):
     name: str = ""
     #: where one-line notes for the user go (the CLI's console); None: standard error
     notify: Callable[[str], None] | None = None
+    #: whether the cases run on this machine, as children of this process: then the sweep
+    #: guards their job folders, records this host and checks this machine's load
+    runs_on_this_machine: bool = False
+    #: files the executor leaves in the jobs folder beside the case folders (a heartbeat, a
+    #: cancel flag), removed with them once it has stopped
+    work_files: tuple[str, ...] = ()
+
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
+                      nvml: Any | None = None) -> Executor:
+        """The executor ``settings`` describe, for a sweep on ``device`` using ``threads`` per
+        case; raise :class:`ExecutorError` for options this machine cannot honour."""
+
+    @classmethod
+    def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
+        """What in ``settings`` would make this machine run text or code the settings name
+        (setup lines, an image, a cluster address): a received run folder's manifest must not
+        run it unasked."""
+        return []
 
     def say(self, line: str) -> None:
         """Tell the user ``line`` (once per call: callers say each thing once)."""
@@ -45,6 +63,11 @@ class Executor(ABC):
 
     def check(self) -> None:
         """Raise :class:`ExecutorError` when this executor cannot run here, as configured."""
+
+    @property
+    def concurrency(self) -> int:
+        """Cases this executor runs at once on this machine (the pre-flight check's share)."""
+        return 1
 
     def threads_per_case(self) -> int | None:
         """The most CPU threads one case may use (its share of the cores), None for no limit."""

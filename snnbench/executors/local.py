@@ -19,7 +19,8 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, Job, Placement
 from snnbench.executors.base import Executor, JobStarted
-from snnbench.executors.placement import Slot, hostname
+from snnbench.executors.placement import Slot, cpu_slots, gpu_slots, hostname
+from snnbench.executors.settings import ExecutorError, ExecutorSettings
 from snnbench.launch import Cancelled, run_worker
 
 #: how often the collecting thread wakes up (an interrupt is handled within this time)
@@ -49,6 +50,21 @@ class LocalExecutor(Executor):
     """Runs the jobs on this machine, one per slot at a time, each in a fresh worker process."""
 
     name = "local"
+    runs_on_this_machine = True
+
+    @classmethod
+    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
+                      nvml: Any | None = None) -> LocalExecutor:
+        """One slot, or ``--jobs N`` CPU slots, or one slot per ``--gpus`` GPU."""
+        if settings.gpus:
+            if device == "cpu":
+                raise ExecutorError("--gpus runs CUDA cases: use it with --device cuda")
+            return cls(gpu_slots(settings.gpus, settings.bind_cpus, nvml))
+        if settings.jobs > 1:
+            if device == "cuda":
+                raise ExecutorError("--jobs runs CPU cases side by side; for GPUs use --gpus")
+            return cls(cpu_slots(settings.jobs))
+        return cls()
 
     def __init__(self, slots: Sequence[Slot] | None = None) -> None:
         self.slots = list(slots) if slots else [Slot(0)]

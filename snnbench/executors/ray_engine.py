@@ -25,8 +25,8 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, Job
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
-from snnbench.executors.remote import Owner, beat, run_one
-from snnbench.executors.settings import RaySettings
+from snnbench.executors.remote import CANCEL, HEARTBEAT, Owner, beat, run_one
+from snnbench.executors.settings import ExecutorSettings, RaySettings
 
 #: how long ray.wait blocks before the loop looks again (an interrupt waits at most this)
 POLL_S = 0.25
@@ -59,6 +59,19 @@ class RayExecutor(Executor):
     """Runs every case as a Ray task; yields the records as the tasks finish."""
 
     name = "ray"
+    # the owner's heartbeat and the cancel flag the tasks watch
+    work_files = (HEARTBEAT, CANCEL)
+
+    @classmethod
+    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
+                      nvml: Any | None = None) -> RayExecutor:
+        """Ray tasks on the ``[executor.ray]`` cluster (a new local one by default)."""
+        return cls(settings.ray, device, threads)
+
+    @classmethod
+    def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
+        """A Ray address: Ray unpickles what the cluster sends back."""
+        return [f"Ray address {settings.ray.address!r}"] if settings.ray.address else []
 
     def __init__(self, settings: RaySettings, device: str = "cpu", threads: int = 1) -> None:
         self.settings = settings

@@ -44,6 +44,8 @@ from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
 from snnbench.executors.placement import available_cpus
 from snnbench.executors.remote import (
+    CANCEL,
+    HEARTBEAT,
     Owner,
     beat,
     cancel_path,
@@ -53,7 +55,7 @@ from snnbench.executors.remote import (
     side_by_side,
     signal_delay_s,
 )
-from snnbench.executors.settings import SlurmSettings
+from snnbench.executors.settings import ExecutorSettings, SlurmSettings
 from snnbench.executors.slurm_state import SlurmStates, TaskState, status_of
 
 #: how often the folder and the jobs are looked at (Slurm: one squeue call each time;
@@ -122,6 +124,22 @@ class SlurmExecutor(Executor):
     """Submits the sweep as one array job and collects the records its tasks write."""
 
     name = "slurm"
+    # the owner's heartbeat and the cancel flag the array tasks watch
+    work_files = (HEARTBEAT, CANCEL)
+
+    @classmethod
+    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
+                      nvml: Any | None = None) -> SlurmExecutor:
+        """An array job on the ``[executor.slurm]`` table's partition."""
+        return cls(settings.slurm, device, threads)
+
+    @classmethod
+    def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
+        """The setup lines, the Apptainer image and its arguments."""
+        found = [f"setup {line!r}" for line in settings.slurm.setup]
+        if settings.slurm.image:
+            found.append(f"image {settings.slurm.image!r}")
+        return found + [f"container argument {arg!r}" for arg in settings.slurm.container_args]
 
     def __init__(self, settings: SlurmSettings, device: str = "cpu",
                  threads: int = 1) -> None:

@@ -1,0 +1,65 @@
+"""Child processes that never outlive what started them: one way to start, stop and time out.
+
+Every child snnbench starts (a worker, an installer, an import probe, a check step) runs in a
+process group of its own, so that stopping it stops whatever it started in turn: a library's
+compiler, a data-loader pool, uv's resolver. A timeout or an interrupt kills the whole group,
+never the child alone (``subprocess.run`` would kill only the child and leave its children).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:
+    """Send ``sig`` to ``proc``'s whole process group (gone already: nothing to do)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL ``proc``'s whole process group and reap ``proc``."""
+    signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGINT the group (a sweep then keeps what it finished), SIGKILL it ``grace_s`` later
+    if it is still there; ``proc`` is reaped either way."""
+    signal_group(proc, signal.SIGINT)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        # its children may outlive a child that obeyed: the group goes in every case
+        kill_group(proc)
+
+
+def run_captured(argv: Sequence[str], timeout_s: float, *,
+                 env: Mapping[str, str] | None = None,
+                 pass_fds: Sequence[int] = ()) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in its own process group with no input, capturing its text output.
+
+    Like ``subprocess.run(..., timeout=timeout_s)``, it raises ``subprocess.TimeoutExpired``
+    (with what the command printed so far) after ``timeout_s`` seconds, but only once the
+    whole group is killed; an interrupt kills the group too.
+    """
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            pass_fds=tuple(pass_fds), start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        signal_group(proc, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise subprocess.TimeoutExpired(proc.args, timeout_s, stdout, stderr) from exc
+    except BaseException:
+        kill_group(proc)
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

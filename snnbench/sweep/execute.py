@@ -1,0 +1,117 @@
+"""The execute loop: run the jobs a run folder lacks, store each record as it arrives."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from snnbench.contract import CaseRecord, Job
+from snnbench.errors import UserError
+from snnbench.executors import Executor
+from snnbench.lifeline import start_reaper, stop_reaper
+from snnbench.rundir import RunFolder
+from snnbench.schema import JOBS_DIR, RETRY_STATUSES
+from snnbench.sweep.jobs import static_record
+from snnbench.sweep.messages import ProgressCallback
+from snnbench.sweep.plan import Plan
+
+
+def retry_attempts(folder: RunFolder) -> dict[str, int]:
+    """Keys whose record says the engine lost the case, with the attempt that lost it."""
+    attempts: dict[str, int] = {}
+    for path in sorted(folder.cases_dir.glob("*.json")):
+        with contextlib.suppress(UserError):
+            record = CaseRecord.read(path)
+            if record.status in RETRY_STATUSES:
+                attempts[path.stem] = record.placement.attempt
+    return attempts
+
+
+def execute(
+    plan: Plan,
+    folder: RunFolder,
+    executor: Executor,
+    progress: ProgressCallback | None = None,
+    jobs: list[Job] | None = None,
+) -> Iterator[CaseRecord]:
+    """Run the plan's jobs (``jobs``: the plan's, already listed) that the folder lacks,
+    storing each record and rebuilding the tables as it arrives (in the order the executor
+    finishes them). A case an engine lost runs again, as its next attempt."""
+    jobs = plan.jobs() if jobs is None else jobs
+    lost = retry_attempts(folder)
+    done = folder.finished_keys() - set(lost)
+    pending = []
+    for job in jobs:
+        if job.key in lost:
+            job = dataclasses.replace(job, placement=dataclasses.replace(
+                job.placement, attempt=lost[job.key] + 1))
+        if job.key not in done:
+            pending.append(job)
+    total = len(pending)
+    finished = 0
+    #: cases started so far (or decided without running): the number a "start" shows
+    begun = 0
+
+    def store(job: Job, record: CaseRecord) -> CaseRecord:
+        nonlocal finished
+        finished += 1
+        folder.write_case(record)
+        folder.rebuild_tables(plan.run_id)
+        if progress:
+            progress("done", finished, total, job, record)
+        return record
+
+    runnable: list[Job] = []
+    for job in pending:
+        record = static_record(job, plan.entries)
+        if record is None:
+            runnable.append(job)
+        else:
+            begun += 1
+            # decided here without running: no case ran beside it
+            record.placement = dataclasses.replace(record.placement, executor=executor.name,
+                                                   concurrency=0)
+            yield store(job, record)
+    by_key = {job.key: job for job in runnable}
+
+    def started(job: Job) -> None:
+        # counted as cases start (a cluster starts them when it can, not all at submission)
+        nonlocal begun
+        begun += 1
+        if progress:
+            progress("start", min(begun, total), total, job, None)
+
+    work_dir = folder.path / JOBS_DIR
+    # this process's threads make the local job folders: were it killed outright, its guard
+    # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
+    reaper = (start_reaper(work_dir, [job.key for job in runnable])
+              if runnable and executor.runs_on_this_machine else None)
+    records = executor.run(runnable, work_dir, folder.path / "logs", started)
+    try:
+        for record in records:
+            yield store(by_key.get(record.key, runnable[0]), record)
+    finally:
+        # an interrupt or a failure here stops the executor's running cases at once
+        with contextlib.suppress(Exception):
+            records.close()  # type: ignore[attr-defined]
+        executor.close()
+        clean_work_dir(work_dir, [job.key for job in runnable], executor.work_files)
+        if reaper is not None:
+            stop_reaper(reaper)
+
+
+def clean_work_dir(work_dir: Path, keys: list[str], files: tuple[str, ...] = ()) -> None:
+    """Once the executor has stopped: remove what its cases left in the jobs folder (an
+    engine may SIGKILL a worker, which then cannot clean up: Ray does on a cancel), then the
+    folder itself when nothing else is in it. ``files``: what the executor keeps there beside
+    the case folders (:attr:`~snnbench.executors.base.Executor.work_files`)."""
+    for key in keys:
+        shutil.rmtree(work_dir / key, ignore_errors=True)
+    for name in files:
+        with contextlib.suppress(OSError):
+            (work_dir / name).unlink()
+    with contextlib.suppress(OSError):
+        work_dir.rmdir()  # only when empty: a cluster task may still own folders there

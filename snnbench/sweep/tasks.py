@@ -1,0 +1,129 @@
+"""The tasks of a sweep: cases × selected adapters, and the library environments they need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from snnbench.config import RunConfig, RunSettings
+from snnbench.contract import LibraryEnvironment, case_key
+from snnbench.environment import nvidia_gpus
+from snnbench.libenv import (
+    Base,
+    BuildSettings,
+    BuiltEnvironment,
+    EnvironmentRequest,
+    build_all,
+    prepare,
+)
+from snnbench.overhead import NULL
+from snnbench.registry import AdapterEntry
+from snnbench.spec import NetworkSpec
+from snnbench.sweep.messages import NotifyCallback, environment_line
+from snnbench.sweep.selection import select_adapters
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (adapter, variant, environment, case) to run in its own process."""
+
+    adapter: str
+    variant: str
+    spec: NetworkSpec
+    device: str
+    #: the base environment, or an overlay (its ``python`` set once it is built)
+    environment: LibraryEnvironment = field(default_factory=LibraryEnvironment)
+
+    @property
+    def key(self) -> str:
+        return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
+                        self.environment.name)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when NVML sees an NVIDIA GPU, else ``cpu``."""
+    if device != "auto":
+        return device
+    return "cuda" if nvidia_gpus() else "cpu"
+
+
+def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str) -> list[Task]:
+    """Every task of the sweep, case-major so all adapters run one size before the next.
+
+    Tasks of an environment carry its name and requirements; :func:`build_environments`
+    gives them the interpreter to run under.
+    """
+    selections = select_adapters(config.run.adapters, entries, config.environments,
+                                 probes=False)
+    tasks: list[Task] = []
+    for spec in config.cases():
+        for sel in selections:
+            cls = entries[sel.adapter].adapter_class
+            variants = (sel.variant,) if sel.variant else (cls.variants if cls else ("default",))
+            env = (LibraryEnvironment(sel.environment.name, sel.environment.requirements)
+                   if sel.environment else LibraryEnvironment())
+            tasks.extend(Task(sel.adapter, v, spec, device, env) for v in variants)
+    tasks = list(dict.fromkeys(tasks))
+    return with_overhead_probe(tasks, entries) if config.run.overhead_probe else tasks
+
+
+def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> list[Task]:
+    """``tasks`` with one ``null`` task (the harness-overhead probe) per device, at the
+    smallest case (fewest n·n·B·T·layers), placed first among that case's tasks; unchanged
+    when the sweep already runs ``null`` on that device or no ``null`` adapter is installed."""
+    if NULL not in entries:
+        return tasks
+    out = list(tasks)
+    for device in dict.fromkeys(t.device for t in tasks):
+        mine = [t for t in out if t.device == device]
+        if any(t.adapter == NULL for t in mine):
+            continue
+        smallest = min(mine, key=lambda t: (t.spec.neurons ** 2 * t.spec.batch_size
+                                            * t.spec.time_steps * t.spec.layers))
+        out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
+    return out
+
+
+def build_environments(tasks: list[Task], settings: RunSettings,
+                       notify: NotifyCallback | None = None
+                       ) -> tuple[list[Task], list[BuiltEnvironment]]:
+    """Resolve, build (or reuse) every environment the tasks need, in this process.
+
+    Raises :class:`~snnbench.libenv.EnvironmentSpecError` (exit 2) for requirements that cannot
+    be resolved, before any case runs. A build that fails is not raised: its tasks carry the
+    installer's error and become ``unavailable`` rows. Returns the tasks, each with its
+    environment's interpreter, and what was built.
+    """
+    requests = [EnvironmentRequest(t.environment.name, t.environment.requirements)
+                for t in tasks if t.environment.name]
+    if not requests:
+        return tasks, []
+    built = build_requests(requests, BuildSettings.from_run(settings.env_cache,
+                                                            settings.wheelhouse), notify)
+    resolved = {
+        name: LibraryEnvironment(name, env.request.requirements, env.python, env.resolved,
+                                 env.error)
+        for name, env in built.items()
+    }
+    tasks = [replace(t, environment=resolved[t.environment.name]) if t.environment.name else t
+             for t in tasks]
+    return tasks, list(built.values())
+
+
+def build_requests(requests: list[EnvironmentRequest], settings: BuildSettings,
+                   notify: NotifyCallback | None = None) -> dict[str, BuiltEnvironment]:
+    """Resolve (exit 2 on bad input) then build or reuse each environment; name → result."""
+    requests = list(dict.fromkeys(requests))
+    if not requests:
+        return {}
+    base = Base.current()
+    plans = prepare(requests, settings, base)
+    if notify:
+        for name, plan in plans.items():
+            if plan.pins:
+                notify(f"environment {name}: building in {settings.cache_dir} "
+                       f"({', '.join(plan.pins)})")
+    built = build_all(plans, settings, base)
+    if notify:
+        for env in built.values():
+            notify(environment_line(env))
+    return built
