@@ -55,7 +55,7 @@ import dataclasses
 import io
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -70,8 +70,10 @@ from rich.text import Text
 from snnbench import gate, schema
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
+from snnbench.metrics import format_bytes, format_seconds, format_value
+from snnbench.metrics import metric as metric_info
 from snnbench.overhead import PROBES
-from snnbench.report import Table, format_value
+from snnbench.report import Table
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
 
 Mark = Literal[
@@ -443,11 +445,12 @@ def _compare_metric(
                     test=test, baseline_status="ok", candidate_status="ok", note=note,
                     replicates_needed=needed, **extra)
 
+    rule_kind = metric_info(metric).gate_for(phase)
     if not (math.isfinite(bm) and math.isfinite(cm)) or bm <= 0:
-        mark: Mark = "not_comparable" if _gated(phase, metric) else "info"
+        mark: Mark = "not_comparable" if rule_kind != "info" else "info"
         return pair(mark, note="no positive median on both sides")
     ratio = cm / bm
-    if metric == "time_s" and phase in schema.TIMED_PHASES:
+    if rule_kind == "interval":
         interval, test = _interval(key, phase, b, c, samples, rule)
         if interval is None:
             return pair("inconclusive", ratio, test, note=(
@@ -458,7 +461,7 @@ def _compare_metric(
         floor = rule.time_floor(key)
         if mark != "same" and abs(cm - bm) < floor:
             note = (f"would be {mark}, but the medians differ by less than the "
-                    f"{format_value(floor, 'time_s')} time floor")
+                    f"{format_value(floor, metric)} time floor")
             mark = "same"
         elif mark == "inconclusive":
             needed = gate.replicates_needed(interval, rule.factor) or 0
@@ -467,21 +470,23 @@ def _compare_metric(
                     f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
                     "resolve it")
         return pair(mark, ratio, test, note, interval, needed)
-    if metric == "peak_mem_bytes":
-        if abs(cm - bm) < rule.mem_floor(key):
-            mark = "same"
-        elif cm > bm * (1.0 + rule.mem_threshold):
-            mark = "regression"
-        elif cm < bm / (1.0 + rule.mem_threshold):
-            mark = "improved"
-        else:
-            mark = "same"
-        return pair(mark, ratio, test="threshold")
+    if rule_kind == "threshold":
+        return pair(_threshold_mark(bm, cm, rule.mem_threshold, rule.mem_floor(key),
+                                    metric_info(metric).better), ratio, test="threshold")
     return pair("info", ratio)
 
 
-def _gated(phase: str, metric: str) -> bool:
-    return (metric == "time_s" and phase in schema.TIMED_PHASES) or metric == "peak_mem_bytes"
+def _threshold_mark(bm: float, cm: float, threshold: float, floor: float,
+                    better: str) -> Mark:
+    """One value a side: a change below ``floor`` is ``same``; past the relative ``threshold``
+    it is a regression or an improvement, by the metric's good direction."""
+    if abs(cm - bm) < floor:
+        return "same"
+    if cm > bm * (1.0 + threshold):
+        return "regression" if better == "lower" else "improved"
+    if cm < bm / (1.0 + threshold):
+        return "improved" if better == "lower" else "regression"
+    return "same"
 
 
 def _case_pairs(
@@ -826,21 +831,22 @@ def _geomean_line(cmp: Comparison) -> str:
             f"comparable time pairs: {total:.3f}× ({per_phase})")
 
 
-def _floors_text(floors: dict[str, float], metric: str, devices: list[str]) -> str:
-    return ", ".join(f"{format_value(floors.get(d, floors.get('cpu', 0.0)), metric)} ({d})"
+def _floors_text(floors: dict[str, float], fmt: Callable[[float], str],
+                 devices: list[str]) -> str:
+    return ", ".join(f"{fmt(floors.get(d, floors.get('cpu', 0.0)))} ({d})"
                      for d in devices)
 
 
 def _rule_line(cmp: Comparison) -> str:
     devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
-    floors = (f", last-resort floor {_floors_text(cmp.time_floors, 'time_s', devices)}"
+    floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
             "(hierarchical bootstrap: processes, then samples within them; seed "
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
             f"{floors}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
-            f"{_floors_text(cmp.mem_floors, 'peak_mem_bytes', devices)}.")
+            f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.")
 
 
 def to_markdown(cmp: Comparison) -> str:
@@ -905,8 +911,6 @@ def to_json(cmp: Comparison) -> str:
 
 _SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
 _SHORT_TEST = {"threshold": "thr", "none": "n/a"}
-_SHORT_METRIC = {"time_s": "time", "peak_mem_bytes": "peak mem", "peak_rss_bytes": "peak RSS",
-                 "energy_j": "energy", "power_w": "power"}
 _STYLES = {
     "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
     "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
@@ -949,7 +953,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
                 ref = str(notes.index(p.note) + 1)
             if p.metric:
                 phase = _SHORT_PHASE.get(p.phase, p.phase)
-                what = f"{phase} {_SHORT_METRIC.get(p.metric, p.metric)}"
+                what = f"{phase} {metric_info(p.metric).short_label}"
                 before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
             else:
                 what, before, after = "status", p.baseline_status or "—", p.candidate_status or "—"

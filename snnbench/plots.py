@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from snnbench.metrics import byte_unit, time_unit
 from snnbench.rundir import adapter_label
 
 #: a value range wider than this (max/min) is drawn on a log axis
@@ -49,26 +50,6 @@ def color_map(labels: Sequence[str]) -> dict[str, str]:
         colors[lab] = palette[i % len(palette)]
     colors[FLOOR] = "#555555"
     return colors
-
-
-def time_unit(values: Sequence[float]) -> tuple[float, str]:
-    """(factor, unit) so that ``seconds * factor`` reads well for the largest value."""
-    finite = [v for v in values if math.isfinite(v) and v > 0]
-    top = max(finite) if finite else 1.0
-    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
-        if top * factor >= 1.0:
-            return factor, unit
-    return 1e9, "ns"
-
-
-def byte_unit(values: Sequence[float]) -> tuple[float, str]:
-    """(factor, unit) for byte counts: GiB, MiB or KiB."""
-    finite = [v for v in values if math.isfinite(v) and v > 0]
-    top = max(finite) if finite else 1.0
-    for power, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if top >= 2**power:
-            return 1.0 / 2**power, unit
-    return 1.0, "bytes"
 
 
 def wants_log(values: Sequence[float]) -> bool:

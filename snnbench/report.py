@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
+from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import (
@@ -34,18 +35,6 @@ from snnbench.storage import (
 from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
 
 _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
-#: per-case metrics shown in the "other metrics" table, with their column titles
-_CASE_METRICS: tuple[tuple[str, str], ...] = (
-    ("peak_mem_bytes", "peak mem"),
-    ("peak_rss_bytes", "peak RSS"),
-    ("energy_j", "energy/step"),
-    ("power_w", "power"),
-    ("build_s", "build"),
-    ("first_call_s", "first call"),
-    ("firing_rate", "firing rate"),
-    ("synops_per_step", "SynOps/step"),
-)
-
 TableFormat = Literal["md", "text", "html"]
 
 
@@ -91,38 +80,6 @@ class Table:
 
 
 # ---------------------------------------------------------------------------------- formatting
-
-
-def format_seconds(value: float) -> str:
-    """``0.01234`` → ``"12.3 ms"``; NaN → ``"—"``."""
-    if not math.isfinite(value):
-        return "—"
-    factor, unit = plots.time_unit([abs(value)])
-    return f"{value * factor:.3g} {unit}"
-
-
-def format_bytes(value: float) -> str:
-    """``3 * 2**30`` → ``"3 GiB"``; NaN → ``"—"``."""
-    if not math.isfinite(value):
-        return "—"
-    factor, unit = plots.byte_unit([value])
-    return f"{value * factor:.3g} {unit}"
-
-
-def format_value(value: float, metric: str) -> str:
-    """A metric's value with a readable unit (seconds and bytes scaled, others with their unit)."""
-    if not math.isfinite(value):
-        return "—"
-    unit = schema.METRIC_UNITS.get(metric, "")
-    if unit == "s":
-        return format_seconds(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    if metric == "firing_rate":
-        return f"{value:.4f}"
-    if metric == "synops_per_step":
-        return f"{value:,.0f} {unit}"
-    return f"{value:.4g} {unit}".strip()
 
 
 def _ratio(value: float) -> str:
@@ -213,7 +170,8 @@ def case_metrics_table(run: Run) -> Table:
     """One row per ok case: peak memory, energy, power, build and first-call time, firing rate,
     SynOps, spike match and gradient cosine. Metrics no case measured are left out."""
     frame = run.summary[run.summary["status"] == "ok"]
-    present = [(m, title) for m, title in _CASE_METRICS if (frame["metric"] == m).any()]
+    present = [(m.name, m.label) for m in METRICS.values()
+               if m.per_case and (frame["metric"] == m.name).any()]
     keys = list(schema.CASE_KEY)
     cases = _sorted(frame.drop_duplicates(keys).assign(phase="", metric=""))
     rows: list[list[str]] = []
