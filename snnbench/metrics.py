@@ -120,6 +120,8 @@ METRICS: Final[dict[str, Metric]] = {m.name: m for m in (
     Metric("energy_j", "J", "energy/step", _plain(".4g", "J"), short="energy", per_case=True,
            history=True),
     Metric("power_w", "W", "power", _plain(".4g", "W"), short="power", per_case=True),
+    Metric("samples_per_s", "samples/s", "samples/s", _plain(".4g", "samples/s"),
+           short="samples/s", better="higher", per_case=True),
     Metric("prepare_s", "s", "prepare", format_seconds),
     Metric("build_s", "s", "build", format_seconds, per_case=True),
     Metric("first_call_s", "s", "first call", format_seconds, per_case=True),
