@@ -52,28 +52,20 @@ factor) or 2 (nothing was comparable, as for unusable input).
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import math
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.table import Table as RichTable
-from rich.text import Text
 
 from snnbench import gate, schema
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
-from snnbench.metrics import format_bytes, format_seconds, format_value
+from snnbench.metrics import format_value
 from snnbench.metrics import metric as metric_info
 from snnbench.overhead import PROBES
-from snnbench.report import Table
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
 
 Mark = Literal[
@@ -101,7 +93,6 @@ COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "inconclus
 MIN_SAMPLES = 5
 #: exit codes of the three verdicts; 2 stays for usage errors and unusable input
 EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_UNUSABLE = 0, 1, 3, 2
-OutputFormat = Literal["text", "md", "json"]
 
 #: The last-resort time floor per device: off (0). The interval of the gate measures the noise
 #: between processes, so a floor is not needed to keep identical runs from failing; pass
@@ -217,6 +208,19 @@ class Comparison:
     seed: int = 0
 
     @property
+    def same_versions(self) -> bool:
+        """False when two environments are compared: their library versions differ by design."""
+        return self.environments is None
+
+    def time_floor(self, key: CaseKey) -> float:
+        """The time floor (seconds) for the device of case ``key``."""
+        return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
+
+    def mem_floor(self, key: CaseKey) -> float:
+        """The memory floor (bytes) for the device of case ``key``."""
+        return self.mem_floors.get(str(key[_DEVICE]), self.mem_floors["cpu"])
+
+    @property
     def sides_text(self) -> str:
         """``baseline RUN → candidate RUN``, with the compared environments when chosen."""
         b_env, c_env = (f" [{e}]" for e in self.environments) if self.environments else ("", "")
@@ -309,24 +313,6 @@ class Comparison:
 # ---------------------------------------------------------------------------------- compare
 
 
-@dataclass(frozen=True)
-class _Rule:
-    factor: float
-    mem_threshold: float
-    alpha: float
-    time_floors: dict[str, float]
-    mem_floors: dict[str, float]
-    #: False when two environments are compared: their library versions differ by design
-    same_versions: bool = True
-    seed: int = 0
-
-    def time_floor(self, key: CaseKey) -> float:
-        return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
-
-    def mem_floor(self, key: CaseKey) -> float:
-        return self.mem_floors.get(str(key[_DEVICE]), self.mem_floors["cpu"])
-
-
 @dataclass
 class _Case:
     status: str
@@ -393,7 +379,7 @@ def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
 
 def _interval(
     key: CaseKey, phase: str, b: pd.Series, c: pd.Series,
-    samples: tuple[Processes | None, Processes | None], rule: _Rule,
+    samples: tuple[Processes | None, Processes | None], rule: Comparison,
 ) -> tuple[RatioInterval | None, str]:
     """The ratio's interval and how it was found: ``bootstrap`` from the raw samples of each
     process, ``ci99`` from the medians' 99 % CIs when there are no raw samples, else ``none``."""
@@ -429,7 +415,7 @@ def _compare_metric(
     b: pd.Series,
     c: pd.Series,
     samples: tuple[Processes | None, Processes | None],
-    rule: _Rule,
+    rule: Comparison,
 ) -> Pair:
     phase, metric = str(b["phase"]), str(b["metric"])
     bm, cm = float(b["median"]), float(c["median"])
@@ -494,7 +480,7 @@ def _case_pairs(
     b: _Case,
     c: _Case,
     samples: tuple[dict[tuple[Any, ...], Processes], dict[tuple[Any, ...], Processes]],
-    rule: _Rule,
+    rule: Comparison,
 ) -> list[Pair]:
     def case_row(mark: Mark, note: str) -> list[Pair]:
         if key[schema.CASE_KEY.index("adapter")] in PROBES and mark in FAILING_MARKS:
@@ -705,8 +691,6 @@ def compare(
                    else dict.fromkeys(TIME_FLOOR_S, time_floor_s))
     mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None
                   else dict.fromkeys(MEM_FLOOR_BYTES, mem_floor_bytes))
-    rule = _Rule(factor, mem_threshold, alpha, time_floors, mem_floors,
-                 same_versions=environments is None, seed=seed)
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
     if environments is not None:
         base = only_environment(base, environments[0])
@@ -736,7 +720,7 @@ def compare(
             result.pairs.append(Pair(key, "", "", "added", candidate_status=c.status))
         else:
             result.pairs.extend(
-                _case_pairs(key, b_cases[key], c_cases[key], samples, rule)
+                _case_pairs(key, b_cases[key], c_cases[key], samples, result)
             )
     if any(p.test == "none" for p in result.pairs):
         result.warnings.append(
@@ -751,249 +735,3 @@ def compare(
             "(ABBA order) for an honest interval"
         )
     return result
-
-
-# ---------------------------------------------------------------------------------- output
-
-
-def _fmt(value: float, metric: str) -> str:
-    return format_value(value, metric) if metric else "—"
-
-
-def _processes_text(p: Pair) -> str:
-    if not (p.baseline_processes and p.candidate_processes):
-        return ""
-    return f"{p.baseline_processes}+{p.candidate_processes} proc"
-
-
-def _test_text(p: Pair) -> str:
-    if p.test == "bootstrap":
-        return f"{p.interval_text} ({_processes_text(p)})"
-    if p.test == "ci99":
-        return f"{p.interval_text} (99% CIs)"
-    if p.test == "threshold":
-        return "threshold"
-    return p.test or ""
-
-
-_CASE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
-    ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
-)
-
-
-def _varying(pairs: list[Pair]) -> list[str]:
-    """Case fields (adapter and variant aside) that differ between ``pairs``; n always."""
-    return [f for f, _ in _CASE_FIELDS
-            if f == "neurons" or len({p.case[f] for p in pairs}) > 1]
-
-
-def _case_of(p: Pair, fields: Iterable[str]) -> str:
-    wanted = set(fields)
-    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS if f in wanted)
-
-
-def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:
-    """Pairs as a :class:`~snnbench.report.Table` (mark, adapter, case, what, medians, ratio).
-
-    ``fields`` limits the case column to those case fields (default: all of them).
-    """
-    order = {m: i for i, m in enumerate(MARK_ORDER)}
-    shown = list(fields) if fields is not None else [f for f, _ in _CASE_FIELDS]
-    rows = []
-    for p in sorted(pairs, key=lambda p: order[p.mark]):
-        what = f"{p.phase}/{p.metric}" if p.metric else "case status"
-        if not p.metric:
-            before, after = p.baseline_status or "—", p.candidate_status or "—"
-        else:
-            before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
-        ratio = f"{p.ratio:.3f}×" if math.isfinite(p.ratio) else ""
-        rows.append([p.mark.replace("_", " "), p.label, _case_of(p, shown), what, before, after,
-                     ratio, _test_text(p), p.note])
-    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio",
-                  "interval", "note"], rows)
-
-
-def _counts_text(cmp: Comparison) -> str:
-    return ", ".join(f"{m.replace('_', ' ')}: {n}" for m, n in cmp.counts().items())
-
-
-def _geomean_line(cmp: Comparison) -> str:
-    total = cmp.geomean_ratio()
-    if not math.isfinite(total):
-        return "Geometric mean time ratio: no comparable time pairs."
-    per_phase = ", ".join(
-        f"{ph} {cmp.geomean_ratio(ph):.3f}×"
-        for ph in schema.TIMED_PHASES
-        if math.isfinite(cmp.geomean_ratio(ph))
-    )
-    return (f"Geometric mean time ratio (candidate/baseline) over {len(cmp.time_pairs())} "
-            f"comparable time pairs: {total:.3f}× ({per_phase})")
-
-
-def _floors_text(floors: dict[str, float], fmt: Callable[[float], str],
-                 devices: list[str]) -> str:
-    return ", ".join(f"{fmt(floors.get(d, floors.get('cpu', 0.0)))} ({d})"
-                     for d in devices)
-
-
-def _rule_line(cmp: Comparison) -> str:
-    devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
-    floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
-              if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
-    return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(hierarchical bootstrap: processes, then samples within them; seed "
-            f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
-            f"{floors}; memory regression = peak > "
-            f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
-            f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.")
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
-    that matter, and the unchanged ones folded in a ``<details>`` block."""
-    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
-        cmp.state]
-    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
-    lines = [
-        "## snnbench compare",
-        "",
-        f"{icon} **{cmp.verdict}**",
-        "",
-        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
-        + _counts_text(cmp) + ".",
-        "",
-        _geomean_line(cmp),
-        "",
-        _rule_line(cmp),
-        "",
-    ]
-    if cmp.warnings:
-        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
-    quiet = {"same", "not_run", "info"}
-    shown = [p for p in cmp.pairs if p.mark not in quiet]
-    if shown:
-        lines += [pairs_table(shown).to_markdown(), ""]
-    rest = [p for p in cmp.pairs if p.mark in quiet]
-    if rest:
-        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
-                  "", pairs_table(rest).to_markdown(), "", "</details>", ""]
-    return "\n".join(lines)
-
-
-def to_json(cmp: Comparison) -> str:
-    """The whole comparison as JSON (NaN written as null)."""
-    geo = cmp.geomean_ratio()
-    doc = {
-        "baseline": str(cmp.baseline),
-        "candidate": str(cmp.candidate),
-        "baseline_run_id": cmp.baseline_run_id,
-        "candidate_run_id": cmp.candidate_run_id,
-        "environments": list(cmp.environments) if cmp.environments else None,
-        "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
-                 "confidence": 1.0 - cmp.alpha, "method": "hierarchical bootstrap",
-                 "resamples": gate.RESAMPLES, "seed": cmp.seed,
-                 "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
-                 "min_samples": MIN_SAMPLES},
-        "state": cmp.state,
-        "exit_code": cmp.exit_code,
-        "verdict": cmp.verdict,
-        "one_process": cmp.one_process,
-        "replicates_needed": cmp.replicates_needed,
-        "geomean_time_ratio": geo if math.isfinite(geo) else None,
-        "compared_time_pairs": len(cmp.time_pairs()),
-        "counts": cmp.counts(),
-        "warnings": cmp.warnings,
-        "pairs": [p.as_dict() for p in cmp.pairs],
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
-
-
-_SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
-_SHORT_TEST = {"threshold": "thr", "none": "n/a"}
-_STYLES = {
-    "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
-    "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
-    "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
-}
-
-
-def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
-    """A rich renderable (verdict, warnings, table) for the terminal.
-
-    Unchanged/informational pairs are left out unless ``show_all``.
-    """
-    parts: list[RenderableType] = []
-    style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow",
-             "nothing comparable": "bold yellow"}[cmp.state]
-    parts.append(Text(cmp.verdict, style=style))
-    parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
-    parts.append(Text(_geomean_line(cmp)))
-    parts.append(Text(_rule_line(cmp), style="dim"))
-    for w in cmp.warnings:
-        parts.append(Text(f"warning: {w}", style="yellow"))
-    shown = [p for p in cmp.pairs if show_all or p.mark not in {"same", "not_run", "info"}]
-    if shown:
-        # fields equal on every shown row go into one line above the table: narrow terminals
-        varying = _varying(shown)
-        constant = [f for f, _ in _CASE_FIELDS if f not in varying]
-        if constant:
-            parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
-        table = RichTable(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for header in ("mark", "adapter", "case", "what", "baseline", "candidate", "×",
-                       "interval", "#"):
-            table.add_column(header, no_wrap=True)
-        notes: list[str] = []
-        order = {m: i for i, m in enumerate(MARK_ORDER)}
-        for p in sorted(shown, key=lambda p: order[p.mark]):
-            ref = ""
-            if p.note:
-                if p.note not in notes:
-                    notes.append(p.note)
-                ref = str(notes.index(p.note) + 1)
-            if p.metric:
-                phase = _SHORT_PHASE.get(p.phase, p.phase)
-                what = f"{phase} {metric_info(p.metric).short_label}"
-                before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
-            else:
-                what, before, after = "status", p.baseline_status or "—", p.candidate_status or "—"
-            test = p.interval_text or _SHORT_TEST.get(p.test, "")
-            table.add_row(
-                p.mark.replace("_", " "), p.label, _case_of(p, varying), what, before, after,
-                f"{p.ratio:.2f}" if math.isfinite(p.ratio) else "", test, ref,
-                style=_STYLES.get(p.mark, ""),
-            )
-        parts.append(table)
-        parts += [Text(f"  {i}. {note}") for i, note in enumerate(notes, start=1)]
-    hidden = len(cmp.pairs) - len(shown)
-    if hidden:
-        parts.append(Text(f"{hidden} unchanged or informational pairs not shown", style="dim"))
-    return Group(*parts)
-
-
-def format_comparison(cmp: Comparison, fmt: OutputFormat = "text", width: int = 160) -> str:
-    """Render as ``text`` (the rich table as plain text), ``md`` or ``json``."""
-    if fmt == "md":
-        return to_markdown(cmp)
-    if fmt == "json":
-        return to_json(cmp)
-    if fmt == "text":
-        buffer = io.StringIO()
-        Console(file=buffer, width=width, no_color=True, force_terminal=False).print(to_rich(cmp))
-        return buffer.getvalue()
-    raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-
-
-def render(cmp: Comparison, fmt: str, console: Console) -> None:
-    """Print a comparison for the CLI: ``text`` as a rich table on ``console``; ``md`` and
-    ``json`` written verbatim to the console's file (no wrapping, no markup), so that
-    ``>> $GITHUB_STEP_SUMMARY`` or ``| jq`` get exactly :func:`to_markdown` / :func:`to_json`.
-    """
-    if fmt == "text":
-        console.print(to_rich(cmp))
-    elif fmt in ("md", "json"):
-        console.file.write((to_markdown(cmp) if fmt == "md" else to_json(cmp)) + "\n")
-        console.file.flush()
-    else:
-        raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-

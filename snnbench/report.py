@@ -5,8 +5,7 @@ to the PNGs, fit for a README or a PR) and ``report.html`` (one self-contained p
 embedded as base64, nothing is fetched from the network). :func:`summary_table` /
 :func:`format_table` give the timing table alone, for ``snnbench show``.
 
-Tables are plain :class:`Table` objects (headers and rows of strings) with three renderers
-(Markdown, aligned text, HTML); the CLI may also feed ``headers``/``rows`` to ``rich``.
+Tables are :class:`snnbench.render.Table` models, drawn by the render layer's back-ends.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import pandas as pd
 from snnbench import plots, schema, targets
 from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
+from snnbench.render import Table
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import (
     atomic_write_bytes,
@@ -32,51 +32,10 @@ from snnbench.storage import (
     record_written,
     written_by_snnbench,
 )
-from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
+from snnbench.tables import GROUP_COLUMNS, group_title
 
 _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
 TableFormat = Literal["md", "text", "html"]
-
-
-@dataclass(frozen=True)
-class Table:
-    """A rendered-to-strings table: ``headers`` and ``rows`` (each row as long as headers)."""
-
-    headers: list[str]
-    rows: list[list[str]]
-
-    def to_markdown(self) -> str:
-        """GitHub-flavoured Markdown (pipes in cells escaped), as ``snnbench show --format md``."""
-        return markdown_table(tuple(self.headers), [tuple(row) for row in self.rows])
-
-    def to_text(self) -> str:
-        """Plain text with columns aligned by spaces (for terminals and logs)."""
-        widths = [len(h) for h in self.headers]
-        for row in self.rows:
-            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        lines = [fmt.format(*self.headers), "  ".join("-" * w for w in widths)]
-        lines += [fmt.format(*row).rstrip() for row in self.rows]
-        return "\n".join(line.rstrip() for line in lines)
-
-    def to_html(self) -> str:
-        """An HTML ``<table>`` with escaped cells."""
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-            for row in self.rows
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-    def render(self, fmt: TableFormat) -> str:
-        """Render as ``md``, ``text`` or ``html``."""
-        if fmt == "md":
-            return self.to_markdown()
-        if fmt == "text":
-            return self.to_text()
-        if fmt == "html":
-            return self.to_html()
-        raise ValueError(f"unknown table format {fmt!r} (md, text, html)")
 
 
 # ---------------------------------------------------------------------------------- formatting
@@ -461,17 +420,12 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     counts = summary.drop_duplicates(list(schema.CASE_KEY))["status"].value_counts()
     status_line = ", ".join(f"{counts[s]} {s}" for s in schema.STATUSES if s in counts)
     env = environment_table(run.manifest, summary["library"].unique().tolist())
-    timing = summary_table(run)
-    metrics = case_metrics_table(run)
-    problems = problems_table(run)
-    warns = warnings_table(run)
-    goals = targets_table(run)
-    overhead = overhead_lines(summary)
 
-    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out,
-                   overhead)
-    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals,
-                      overhead)
+    page = _Page(run, status_line, env, sections, timing=summary_table(run),
+                 metrics=case_metrics_table(run), problems=problems_table(run),
+                 warns=warnings_table(run), goals=targets_table(run),
+                 overhead=overhead_lines(summary))
+    md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
     record_written(out, [md_path])
@@ -480,19 +434,27 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     return [*written, md_path, html_path]
 
 
-def _markdown(
-    run: Run,
-    status_line: str,
-    env: Table,
-    sections: list[tuple[str, list[tuple[str, Path]], Table]],
-    timing: Table,
-    metrics: Table,
-    problems: Table,
-    warns: Table,
-    goals: Table,
-    out: Path,
-    overhead: list[str],
-) -> str:
+@dataclass(frozen=True)
+class _Page:
+    """Everything the report shows, drawn once as Markdown and once as HTML."""
+
+    run: Run
+    status_line: str
+    env: Table
+    #: (group title, [(caption, png path)], step pivot table)
+    sections: list[tuple[str, list[tuple[str, Path]], Table]]
+    timing: Table
+    metrics: Table
+    problems: Table
+    warns: Table
+    goals: Table
+    overhead: list[str]
+
+
+def _markdown(page: _Page, out: Path) -> str:
+    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
+    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
+    goals, overhead = page.goals, page.overhead
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
              *(f"{line}  " for line in overhead), "",
              "## Environment", "", env.to_markdown(), ""]
@@ -518,18 +480,10 @@ def _markdown(
     return "\n".join(parts)
 
 
-def _html(
-    run: Run,
-    status_line: str,
-    env: Table,
-    sections: list[tuple[str, list[tuple[str, Path]], Table]],
-    timing: Table,
-    metrics: Table,
-    problems: Table,
-    warns: Table,
-    goals: Table,
-    overhead: list[str],
-) -> str:
+def _html(page: _Page) -> str:
+    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
+    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
+    goals, overhead = page.goals, page.overhead
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
             *(f"<p>{esc(line)}</p>" for line in overhead),
