@@ -42,17 +42,16 @@ TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
 #: carried in each row's ``unit`` column
 METRIC_UNITS: Final[dict[str, str]] = UNITS
 
+#: the case's device, numbers and reset: the run folder's tables list them in this order
+_CASE_SIZE: Final[tuple[str, ...]] = (
+    "device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset",
+)
+
 #: identity of a case row; together with phase and metric it is the summary's key
 CASE_KEY: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     # the library environment ("" for the base one): two versions of a library are two cases
     "environment",
 )
@@ -64,13 +63,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "variant",
     "library",
     "library_version",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     "phase",
     "metric",
     "unit",
@@ -143,13 +136,7 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
     "case_id",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     "phase",
     "metric",
     "unit",
