@@ -25,6 +25,7 @@ from snnbench import plots, schema, targets
 from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.render import Table
+from snnbench.render.formats import html_page
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import (
     atomic_write_bytes,
@@ -363,14 +364,6 @@ _GOALS_NOTE = (
     "target bounds: fused/other, fused/floor, best third-party/fused, or fused/torch memory."
 )
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;
-margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
-.bad{color:#a00}
-"""
 
 
 def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -509,9 +502,5 @@ def _html(page: _Page) -> str:
     body.append(problems.to_html() if problems.rows else "<p>None.</p>")
     if warns.rows:
         body += ["<h2>Measurement warnings</h2>", warns.to_html()]
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>snnbench report {esc(run.run_id)}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
-    )
+    return html_page(f"snnbench report {run.run_id}", "".join(body))
 

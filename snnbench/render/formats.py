@@ -44,6 +44,27 @@ def html_table(table: Table) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+#: the style sheet of an HTML page, inlined: the page fetches nothing
+PAGE_CSS: Final = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;
+margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+.bad{color:#a00}
+"""
+
+
+def html_page(title: str, body: str) -> str:
+    """A self-contained HTML page: ``title`` (escaped), :data:`PAGE_CSS` and ``body`` (HTML,
+    as given)."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head>"
+        f"<body>{body}</body></html>\n"
+    )
+
+
 def json_table(table: Table) -> str:
     """The table as JSON: title, rows as header → cell objects, and footnotes."""
     doc = {"title": table.title, "rows": table.records(), "footnotes": table.footnotes}
