@@ -2,8 +2,9 @@
 
 :func:`report` writes PNG plots (see :mod:`snnbench.plots`), ``report.md`` (Markdown with links
 to the PNGs, fit for a README or a PR) and ``report.html`` (one self-contained page: images are
-embedded as base64, nothing is fetched from the network). :func:`summary_table` /
-:func:`format_table` give the timing table alone, for ``snnbench show``.
+embedded as base64, nothing is fetched from the network). The timing table
+(:func:`~snnbench.tables.summary_table`, :func:`~snnbench.tables.format_table`) comes from
+:mod:`snnbench.tables` and is re-exported here.
 
 Tables are :class:`snnbench.render.Table` models, drawn by the render layer's back-ends.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,97 +34,23 @@ from snnbench.storage import (
     record_written,
     written_by_snnbench,
 )
-from snnbench.tables import GROUP_COLUMNS, group_title
+from snnbench.tables import (
+    FLOOR,
+    GROUP_COLUMNS,
+    case_text,
+    format_table,
+    group_title,
+    reading_order,
+    summary_table,
+)
 
-_PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
-TableFormat = Literal["md", "text", "html"]
-
-
-# ---------------------------------------------------------------------------------- formatting
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.2f}×" if math.isfinite(value) else "—"
-
-
-def _case_text(row: pd.Series) -> str:
-    return (
-        f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
-        f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}"
-    )
-
-
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in reading order: group, neurons, adapter (floor last), variant, phase, metric."""
-    if frame.empty:
-        return frame
-    keyed = frame.assign(
-        _floor=(frame["adapter"] == plots.FLOOR).astype(int),
-        _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
-    )
-    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "environment", "variant", "_phase",
-             "metric"]
-    return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
-
-
-# ---------------------------------------------------------------------------------- tables
-
-
-def summary_table(
-    run: Run, *, phases: Sequence[str] = schema.TIMED_PHASES, metric: str = "time_s"
-) -> Table:
-    """Median time (with IQR) per adapter, variant, case and timed phase, plus non-ok cases.
-
-    Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
-    × floor (median / the floor's step time), status, note (the status message for a failed or
-    skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
-    A run with replicates (``--replicates``) adds "between / within": the spread of the
-    replicates' medians and the typical spread inside one process, both over the median.
-    """
-    frame = run.summary
-    replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
-    timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
-    rows_out: list[list[str]] = []
-    for _, row in _sorted(frame[timed | (frame["status"] != "ok")]).iterrows():
-        med, iqr = float(row["median"]), float(row["iqr"])
-        rel = f"{100 * iqr / med:.1f}%" if math.isfinite(iqr) and med > 0 else "—"
-        samples = int(row["n_samples"]) if math.isfinite(float(row["n_samples"])) else 0
-        # an ok case may carry a message too (timed despite a mismatch, --allow-mismatch)
-        note = "; ".join(t for t in (str(row["message"]), str(row["warning"])) if t)
-        floor = float(row["floor_ratio"]) if row["phase"] == "step" else math.nan
-        rows_out.append(
-            [
-                adapter_label(str(row["adapter"]), "", str(row["environment"])),
-                str(row["variant"]),
-                _case_text(row),
-                str(row["phase"]) or "—",
-                format_value(med, metric),
-                format_value(iqr, metric),
-                rel,
-                str(samples) if samples else "—",
-                _ratio(floor),
-                *([_spreads(row)] if replicated else []),
-                str(row["status"]),
-                note,
-            ]
-        )
-    headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
-               "× floor", *(["between / within"] if replicated else []), "status", "note"]
-    return Table(headers, rows_out)
-
-
-def _spreads(row: pd.Series) -> str:
-    """``12% / 3%`` (between replicates / within one), "—" where unknown."""
-    between, within = float(row["replicate_spread"]), float(row["within_spread"])
-    if not math.isfinite(between):
-        return "—"
-    inside = f"{within:.0%}" if math.isfinite(within) else "—"
-    return f"{between:.0%} / {inside} ({int(row['replicates'])}×)"
-
-
-def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
-    """:func:`summary_table` rendered as Markdown (``md``) or aligned plain text (``text``)."""
-    return summary_table(run).render(fmt)
+#: the report's tables; the timing table, the table model and the metric formatters stay
+#: importable from here, where callers have always found them
+__all__ = [
+    "Table", "case_metrics_table", "environment_table", "format_bytes", "format_seconds",
+    "format_table", "format_value", "overhead_lines", "problems_table", "report",
+    "step_pivot_table", "summary_table", "targets_table", "warnings_table",
+]
 
 
 def case_metrics_table(run: Run) -> Table:
@@ -133,14 +60,14 @@ def case_metrics_table(run: Run) -> Table:
     present = [(m.name, m.label) for m in METRICS.values()
                if m.per_case and (frame["metric"] == m.name).any()]
     keys = list(schema.CASE_KEY)
-    cases = _sorted(frame.drop_duplicates(keys).assign(phase="", metric=""))
+    cases = reading_order(frame.drop_duplicates(keys).assign(phase="", metric=""))
     rows: list[list[str]] = []
     for _, case in cases.iterrows():
         mine = frame
         for k in keys:
             mine = mine[mine[k] == case[k]]
         cells = [adapter_label(str(case["adapter"]), str(case["variant"]),
-                               str(case["environment"])), _case_text(case)]
+                               str(case["environment"])), case_text(case)]
         for metric, _ in present:
             values = mine[mine["metric"] == metric]["median"].to_numpy(float)
             # the peak of a case is the largest over its phases; other metrics have one row
@@ -165,7 +92,7 @@ def step_pivot_table(rows: pd.DataFrame) -> Table:
     step = step.assign(label=[plots.label_of(r) for _, r in step.iterrows()])
     times = step.pivot_table(index="label", columns="neurons", values="median", aggfunc="min")
     speed = plots.speedup_table(rows)
-    labels = sorted(times.index, key=lambda lab: (lab == plots.FLOOR, lab))
+    labels = sorted(times.index, key=lambda lab: (lab == FLOOR, lab))
     out: list[list[str]] = []
     for lab in labels:
         cells = [lab]
@@ -186,10 +113,10 @@ def problems_table(run: Run) -> Table:
     frame = run.summary
     flagged = (frame["status"] != "ok") | (frame["allow_mismatch"].astype(bool)
                                            & (frame["message"] != ""))
-    bad = _sorted(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
+    bad = reading_order(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
     rows = [
         [adapter_label(str(r["adapter"]), "", str(r["environment"])), str(r["variant"]),
-         _case_text(r),
+         case_text(r),
          str(r["status"]) if r["status"] != "ok" else "ok (timed despite mismatch)",
          str(r["message"])]
         for _, r in bad.iterrows()
@@ -200,10 +127,10 @@ def problems_table(run: Run) -> Table:
 def warnings_table(run: Run) -> Table:
     """Rows of ok cases that carry a statistics warning (e.g. high IQR/median)."""
     frame = run.summary
-    noted = _sorted(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
+    noted = reading_order(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
     rows = [
         [adapter_label(str(r["adapter"]), str(r["variant"]), str(r["environment"])),
-         _case_text(r), f"{r['phase']}/{r['metric']}", str(r["warning"])]
+         case_text(r), f"{r['phase']}/{r['metric']}", str(r["warning"])]
         for _, r in noted.iterrows()
     ]
     return Table(["adapter", "case", "phase/metric", "warning"], rows)
