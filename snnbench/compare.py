@@ -2,7 +2,9 @@
 
 Rows are joined on the case key (:data:`snnbench.schema.CASE_KEY`: adapter, variant, device,
 dtype, neurons, batch, time steps, layers, reset), the phase and the metric. Each joined pair gets
-one *mark*:
+one *mark*; which rule judges a metric (``interval``, ``threshold`` or ``info``) is the metric's
+entry in the registry (:mod:`snnbench.metrics`). This module computes the verdict only; how it
+reads (text, Markdown, JSON) is :mod:`snnbench.compare_output`.
 
 time (``time_s`` of forward, backward, step)
     a tri-state gate on the ratio candidate/baseline of the pooled medians
@@ -17,9 +19,10 @@ time (``time_s`` of forward, backward, step)
     interval lacks the spread between processes and the verdict says it rests on one process
     each. A time floor (``time_floor_s``, off by default) is a last resort for baselines taken
     on another day: a median difference below it is ``same`` whatever the interval.
-memory (``peak_mem_bytes``)
+memory (``peak_mem_bytes``, the ``threshold`` rule)
     ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
-    candidate < baseline / (1 + ``mem_threshold``), else ``same`` (one peak per phase, no
+    candidate < baseline / (1 + ``mem_threshold``) (the other way round for a metric where
+    higher is better), else ``same`` (one peak per phase, no
     samples to test). A change smaller than the device's memory floor
     (:data:`MEM_FLOOR_BYTES`) is ``same`` whatever its ratio: on CPU the peak is resident-set
     growth, page- and allocator-granular, where identical runs differ by megabytes.
@@ -42,11 +45,11 @@ harness probes
     the ``null`` adapter measures the harness, not a library: its time and memory pairs are
     ``info`` (ratio shown, never gating); a null case that newly fails still fails the gate.
 
-Other metrics (energy, power, RSS, setup times, firing rate, SynOps) are listed as ``info`` with
-their ratio; they never fail the gate. Differences between the two manifests (GPU, driver, CPU,
-package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (pass), 1 (fail:
-a regression or new failure), 3 (inconclusive: no failure, but an interval straddles the
-factor) or 2 (nothing was comparable, as for unusable input).
+Other metrics (energy, power, RSS, setup times, throughput, firing rate, SynOps) are listed as
+``info`` with their ratio; they never fail the gate. Differences between the two manifests (GPU,
+driver, CPU, package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0
+(pass), 1 (fail: a regression or new failure), 3 (inconclusive: no failure, but an interval
+straddles the factor) or 2 (nothing was comparable, as for unusable input).
 """
 
 from __future__ import annotations
