@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -32,7 +31,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 from typer.core import TyperGroup
 
 try:  # typer ≥ 0.22 vendors click; the exception classes are its own
@@ -227,20 +225,10 @@ def list_adapters(
     if as_json:
         console.print_json(json.dumps(results))
         return
-    table = Table(title=f"snnbench {__version__}: adapters")
-    for col in ("adapter", "variants", "library", "version", "status"):
-        table.add_column(col, overflow="fold")
-    for r in results:
-        status = ("[green]available[/]" if r.get("available")
-                  else f"[red]unavailable[/]: {escape(str(r.get('reason', '')))}")
-        not_here = r.get("variants_unavailable") or {}
-        if r.get("available") and not_here:
-            status += "; not here: " + "; ".join(
-                f"{escape(str(v))}: {escape(str(why))}" for v, why in not_here.items())
-        variants = ", ".join(str(v) for v in r.get("variants") or [])
-        table.add_row(str(r["name"]), variants, str(r.get("library") or ""),
-                      str(r.get("version") or ""), status)
-    console.print(table)
+    from snnbench.render.terminal import Look, print_table
+    from snnbench.views import adapters_table
+
+    print_table(console, adapters_table(results, __version__), Look(fold=True))
 
 
 # -- run ----------------------------------------------------------------------------------
@@ -573,97 +561,34 @@ def _recorded_executor(out: Path | None) -> Any:
 
 
 def _print_run(run_dir: Path, fmt: str) -> None:
+    from snnbench.render import Table, render
+    from snnbench.render.terminal import Look, print_document
     from snnbench.rundir import load_run
-    from snnbench.tables import HEADERS, case_rows, markdown_table
+    from snnbench.tables import HEADERS, case_rows
+    from snnbench.views import run_document
 
     # the reader of report and compare, with their rules: a manifest of this schema, a
     # complete summary, no live run writing into it
     summary = load_run(run_dir, samples=False).summary
     rows = case_rows(summary)
-    if fmt == "md":
-        print(markdown_table(HEADERS, rows))
+    if fmt != "text":
+        print(render(Table(list(HEADERS), [list(r) for r in rows]), fmt))
         return
-    _print_text(run_dir, rows)
-
-
-def _print_text(run_dir: Path, rows: list[tuple[str, ...]]) -> None:
-    """One compact table per case; cases not run are grouped by reason underneath."""
-    from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE
-
-    col = {name: HEADERS.index(name) for name in HEADERS}
-    benign = ("skipped", "unavailable")
-    notes: list[str] = []
-    cases: dict[str, list[tuple[str, ...]]] = {}
-    for row in rows:
-        if row[col["status"]] in benign:
-            continue
-        label = (f"n={row[col['n']]} B={row[col['B']]} T={row[col['T']]} {row[col['dtype']]} "
-                 f"reset={row[col['reset']]} {row[col['device']]}")
-        # the rest of the network (runs before these columns leave them blank): two cases of
-        # one size that differ only here must not read as one
-        if row[col["surrogate"]]:
-            label += (f" {row[col['surrogate']]}(slope {row[col['slope']]}) "
-                      f"detach_reset={row[col['detach reset']]} bias={row[col['bias']]} "
-                      f"input={row[col['input']]}")
-        cases.setdefault(label, []).append(row)
-    console.print(f"run {run_dir.name} — times: median ms ±IQR/median; peak MiB of the step "
-                  "phase; floor× = step time / GEMM floor", highlight=False)
-    for label, case in cases.items():
-        table = Table(title=label, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
-        columns: tuple[str, ...] = ("status", "forward ms", "backward ms", "step ms",
-                                    "step peak MiB", "floor×", "spike match", "grad cos")
-        # constant columns carry no information in an 80-column terminal: say it once instead
-        if all(r[col["status"]] == "ok" for r in case):
-            columns = tuple(c for c in columns if c != "status")
-        if all(r[col["spike match"]] in ("", "1") for r in case):
-            columns = tuple(c for c in columns if c != "spike match")
-            table.title = f"{label} — every verified adapter's spikes match the reference"
-        if all(r[col["floor×"]] == "" for r in case):
-            columns = tuple(c for c in columns if c != "floor×")
-        # the gradient check stays visible: an approximate gradient is the row's caveat
-        if all(r[col["grad cos"]] == "" for r in case):
-            columns = tuple(c for c in columns if c != "grad cos")
-        table.add_column("adapter", no_wrap=True)
-        for name in columns:
-            short = {"forward ms": "fwd ms", "backward ms": "bwd ms", "step peak MiB": "MiB",
-                     "spike match": "spikes"}.get(name, name)
-            table.add_column(short, no_wrap=True, justify="left" if name == "status" else "right")
-        table.add_column("#", no_wrap=True)
-        for row in case:
-            name = row[0] if row[1] == "default" else f"{row[0]}:{row[1]}"
-            mark = ""
-            if row[-1]:
-                if row[-1] not in notes:
-                    notes.append(row[-1])
-                mark = str(notes.index(row[-1]) + 1)
-            style = "" if row[col["status"]] == "ok" else "red"
-            table.add_row(name, *(row[col[c]] for c in columns), mark, style=style)
-        console.print(table)
-    for number, note in enumerate(notes, start=1):
-        console.print(f"  {number}. {escape(note)}", highlight=False)
-    if any(NOISY_NOTE in n for n in notes):
-        console.print(f"  {NOISE_HINT}", highlight=False)
-    not_run = [r for r in rows if r[col["status"]] in benign]
-    if not_run:
-        grouped: dict[tuple[str, str, str], int] = {}
-        for r in not_run:
-            name = r[0] if r[1] == "default" else f"{r[0]}:{r[1]}"
-            key = (name, r[col["status"]], r[-1])
-            grouped[key] = grouped.get(key, 0) + 1
-        console.print(f"not run ({len(not_run)} cases):", highlight=False)
-        for (name, status, reason), count in grouped.items():
-            console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
+    print_document(console, run_document(run_dir.name, rows),
+                   Look(compact=True, no_wrap=True, title_left=True))
 
 
 # -- show / env ---------------------------------------------------------------------------
 @app.command()
 def show(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<run_id>).")],
-    format: Annotated[str, typer.Option("--format", "-f", help="text or md.")] = "text",
+    format: Annotated[str, typer.Option(
+        "--format", "-f", help="text (compact tables per case), md, html or json (one row per "
+        "adapter and case, every column).")] = "text",
 ) -> None:
     """Print a run as a table (medians, IQR as ±%, peak memory, status and reasons)."""
-    if format not in ("text", "md"):
-        fail(f"--format must be text or md, got {format!r}")
+    if format not in ("text", "md", "html", "json"):
+        fail(f"--format must be text, md, html or json, got {format!r}")
     _print_run(run_dir, format)
 
 
@@ -719,23 +644,10 @@ def env(
     if as_json:
         print(json.dumps(data, indent=2))
         return
-    table = Table(title="environment", show_header=False)
-    table.add_column("key")
-    table.add_column("value", overflow="fold")
-    for key, value in data.items():
-        if key == "packages":
-            for pkg, ver in value.items():
-                table.add_row(f"package {pkg}", ver or "not installed")
-        elif key == "gpus":
-            if not value:
-                table.add_row("gpu", "absent (no NVIDIA driver/GPU seen by NVML)")
-            for gpu in value:
-                table.add_row(f"gpu {gpu['index']}",
-                              f"{gpu['name']}, driver {gpu['driver']}, CUDA {gpu['cuda']}, "
-                              f"{gpu['memory_bytes'] / 2**30:.1f} GiB")
-        else:
-            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
-    console.print(table)
+    from snnbench.render.terminal import Look, print_table
+    from snnbench.views import environment_facts_table
+
+    print_table(console, environment_facts_table(data), Look(fold=True))
 
 
 # -- verify -------------------------------------------------------------------------------
@@ -825,47 +737,14 @@ def verify(
     rows = run_verification(
         request, console=err_console,
         notify=lambda line: err_console.print(escape(line), highlight=False))
+    from snnbench.render.terminal import Look, print_document
     from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
+    from snnbench.views import verify_document
 
     status_col = VERIFY_HEADERS.index("status")
-    checked = [r for r in verify_rows(rows) if r[status_col] not in ("skipped", "unavailable")]
-    # columns with one value on every row go to the title, so the table fits 80 columns
-    keep = [i for i, h in enumerate(VERIFY_HEADERS[:-1])
-            if h in ("adapter", "status", "spikes", "cos dW")
-            or len({r[i] for r in checked}) > 1 or (h == "1st diff" and checked
-                                                   and checked[0][i] != "none")]
-    fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
-             if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
-    shown = [f"precision={precision}"] if precision != "strict" else []
-    title = "equivalence with the reference: " + " ".join([*fixed, *shown])
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-                  padding=(0, 1, 0, 0))
-    for i in keep:
-        table.add_column(VERIFY_HEADERS[i], no_wrap=True)
-    table.add_column("#", no_wrap=True)
-    notes: list[str] = []
-    for row in checked:
-        mark = ""
-        if row[-1]:
-            if row[-1] not in notes:
-                notes.append(row[-1])
-            mark = str(notes.index(row[-1]) + 1)
-        bad = row[status_col] not in ("ok",)
-        table.add_row(*(row[i] for i in keep), mark, style="red" if bad else "")
-    if checked:
-        console.print(table)
-    for number, note in enumerate(notes, start=1):
-        console.print(f"  {number}. {escape(note)}", highlight=False)
-    grouped: dict[tuple[str, str, str], int] = {}
-    for row in verify_rows(rows):
-        if row[status_col] in ("skipped", "unavailable"):
-            name = row[0] if row[1] == "default" else f"{row[0]}:{row[1]}"
-            key = (name, row[status_col], row[-1])
-            grouped[key] = grouped.get(key, 0) + 1
-    if grouped:
-        console.print(f"not checked ({sum(grouped.values())} checks):")
-        for (name, status, reason), count in grouped.items():
-            console.print(escape(f"  {name} [{status} ×{count}]: {reason}"), highlight=False)
+    doc, checked = verify_document(verify_rows(rows), precision)
+    print_document(console, doc, Look(compact=True, no_wrap=True, collapse_padding=True,
+                                      tight=True))
     if not checked:
         fail(f"nothing was verified: {len(rows)} of {len(rows)} checks skipped or unavailable "
              "(reasons above); no evidence is not a pass")
@@ -969,7 +848,7 @@ def compare(
     folders or nothing comparable.
     """
     from snnbench.compare import compare as compare_runs
-    from snnbench.compare import render
+    from snnbench.compare_output import render
 
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")

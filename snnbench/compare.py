@@ -2,7 +2,9 @@
 
 Rows are joined on the case key (:data:`snnbench.schema.CASE_KEY`: adapter, variant, device,
 dtype, neurons, batch, time steps, layers, reset), the phase and the metric. Each joined pair gets
-one *mark*:
+one *mark*; which rule judges a metric (``interval``, ``threshold`` or ``info``) is the metric's
+entry in the registry (:mod:`snnbench.metrics`). This module computes the verdict only; how it
+reads (text, Markdown, JSON) is :mod:`snnbench.compare_output`.
 
 time (``time_s`` of forward, backward, step)
     a tri-state gate on the ratio candidate/baseline of the pooled medians
@@ -17,9 +19,10 @@ time (``time_s`` of forward, backward, step)
     interval lacks the spread between processes and the verdict says it rests on one process
     each. A time floor (``time_floor_s``, off by default) is a last resort for baselines taken
     on another day: a median difference below it is ``same`` whatever the interval.
-memory (``peak_mem_bytes``)
+memory (``peak_mem_bytes``, the ``threshold`` rule)
     ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
-    candidate < baseline / (1 + ``mem_threshold``), else ``same`` (one peak per phase, no
+    candidate < baseline / (1 + ``mem_threshold``) (the other way round for a metric where
+    higher is better), else ``same`` (one peak per phase, no
     samples to test). A change smaller than the device's memory floor
     (:data:`MEM_FLOOR_BYTES`) is ``same`` whatever its ratio: on CPU the peak is resident-set
     growth, page- and allocator-granular, where identical runs differ by megabytes.
@@ -42,36 +45,32 @@ harness probes
     the ``null`` adapter measures the harness, not a library: its time and memory pairs are
     ``info`` (ratio shown, never gating); a null case that newly fails still fails the gate.
 
-Other metrics (energy, power, RSS, setup times, firing rate, SynOps) are listed as ``info`` with
-their ratio; they never fail the gate. Differences between the two manifests (GPU, driver, CPU,
-package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0 (pass), 1 (fail:
-a regression or new failure), 3 (inconclusive: no failure, but an interval straddles the
-factor) or 2 (nothing was comparable, as for unusable input).
+Other metrics (energy, power, RSS, setup times, throughput, firing rate, SynOps) are listed as
+``info`` with their ratio; they never fail the gate. Differences between the two manifests (GPU,
+driver, CPU, package versions, settings) become warnings. :attr:`Comparison.exit_code` is 0
+(pass), 1 (fail: a regression or new failure), 3 (inconclusive: no failure, but an interval
+straddles the factor) or 2 (nothing was comparable, as for unusable input).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.table import Table as RichTable
-from rich.text import Text
 
 from snnbench import gate, schema
+from snnbench.compare_warnings import manifest_warnings as manifest_warnings
+from snnbench.compare_warnings import placement_warnings
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
+from snnbench.metrics import format_value
+from snnbench.metrics import metric as metric_info
 from snnbench.overhead import PROBES
-from snnbench.report import Table, format_value
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
 
 Mark = Literal[
@@ -99,7 +98,6 @@ COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "inconclus
 MIN_SAMPLES = 5
 #: exit codes of the three verdicts; 2 stays for usage errors and unusable input
 EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_UNUSABLE = 0, 1, 3, 2
-OutputFormat = Literal["text", "md", "json"]
 
 #: The last-resort time floor per device: off (0). The interval of the gate measures the noise
 #: between processes, so a floor is not needed to keep identical runs from failing; pass
@@ -215,6 +213,19 @@ class Comparison:
     seed: int = 0
 
     @property
+    def same_versions(self) -> bool:
+        """False when two environments are compared: their library versions differ by design."""
+        return self.environments is None
+
+    def time_floor(self, key: CaseKey) -> float:
+        """The time floor (seconds) for the device of case ``key``."""
+        return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
+
+    def mem_floor(self, key: CaseKey) -> float:
+        """The memory floor (bytes) for the device of case ``key``."""
+        return self.mem_floors.get(str(key[_DEVICE]), self.mem_floors["cpu"])
+
+    @property
     def sides_text(self) -> str:
         """``baseline RUN → candidate RUN``, with the compared environments when chosen."""
         b_env, c_env = (f" [{e}]" for e in self.environments) if self.environments else ("", "")
@@ -307,24 +318,6 @@ class Comparison:
 # ---------------------------------------------------------------------------------- compare
 
 
-@dataclass(frozen=True)
-class _Rule:
-    factor: float
-    mem_threshold: float
-    alpha: float
-    time_floors: dict[str, float]
-    mem_floors: dict[str, float]
-    #: False when two environments are compared: their library versions differ by design
-    same_versions: bool = True
-    seed: int = 0
-
-    def time_floor(self, key: CaseKey) -> float:
-        return self.time_floors.get(str(key[_DEVICE]), self.time_floors["cpu"])
-
-    def mem_floor(self, key: CaseKey) -> float:
-        return self.mem_floors.get(str(key[_DEVICE]), self.mem_floors["cpu"])
-
-
 @dataclass
 class _Case:
     status: str
@@ -391,7 +384,7 @@ def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
 
 def _interval(
     key: CaseKey, phase: str, b: pd.Series, c: pd.Series,
-    samples: tuple[Processes | None, Processes | None], rule: _Rule,
+    samples: tuple[Processes | None, Processes | None], rule: Comparison,
 ) -> tuple[RatioInterval | None, str]:
     """The ratio's interval and how it was found: ``bootstrap`` from the raw samples of each
     process, ``ci99`` from the medians' 99 % CIs when there are no raw samples, else ``none``."""
@@ -427,7 +420,7 @@ def _compare_metric(
     b: pd.Series,
     c: pd.Series,
     samples: tuple[Processes | None, Processes | None],
-    rule: _Rule,
+    rule: Comparison,
 ) -> Pair:
     phase, metric = str(b["phase"]), str(b["metric"])
     bm, cm = float(b["median"]), float(c["median"])
@@ -443,11 +436,12 @@ def _compare_metric(
                     test=test, baseline_status="ok", candidate_status="ok", note=note,
                     replicates_needed=needed, **extra)
 
+    rule_kind = metric_info(metric).gate_for(phase)
     if not (math.isfinite(bm) and math.isfinite(cm)) or bm <= 0:
-        mark: Mark = "not_comparable" if _gated(phase, metric) else "info"
+        mark: Mark = "not_comparable" if rule_kind != "info" else "info"
         return pair(mark, note="no positive median on both sides")
     ratio = cm / bm
-    if metric == "time_s" and phase in schema.TIMED_PHASES:
+    if rule_kind == "interval":
         interval, test = _interval(key, phase, b, c, samples, rule)
         if interval is None:
             return pair("inconclusive", ratio, test, note=(
@@ -458,7 +452,7 @@ def _compare_metric(
         floor = rule.time_floor(key)
         if mark != "same" and abs(cm - bm) < floor:
             note = (f"would be {mark}, but the medians differ by less than the "
-                    f"{format_value(floor, 'time_s')} time floor")
+                    f"{format_value(floor, metric)} time floor")
             mark = "same"
         elif mark == "inconclusive":
             needed = gate.replicates_needed(interval, rule.factor) or 0
@@ -467,21 +461,23 @@ def _compare_metric(
                     f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
                     "resolve it")
         return pair(mark, ratio, test, note, interval, needed)
-    if metric == "peak_mem_bytes":
-        if abs(cm - bm) < rule.mem_floor(key):
-            mark = "same"
-        elif cm > bm * (1.0 + rule.mem_threshold):
-            mark = "regression"
-        elif cm < bm / (1.0 + rule.mem_threshold):
-            mark = "improved"
-        else:
-            mark = "same"
-        return pair(mark, ratio, test="threshold")
+    if rule_kind == "threshold":
+        return pair(_threshold_mark(bm, cm, rule.mem_threshold, rule.mem_floor(key),
+                                    metric_info(metric).better), ratio, test="threshold")
     return pair("info", ratio)
 
 
-def _gated(phase: str, metric: str) -> bool:
-    return (metric == "time_s" and phase in schema.TIMED_PHASES) or metric == "peak_mem_bytes"
+def _threshold_mark(bm: float, cm: float, threshold: float, floor: float,
+                    better: str) -> Mark:
+    """One value a side: a change below ``floor`` is ``same``; past the relative ``threshold``
+    it is a regression or an improvement, by the metric's good direction."""
+    if abs(cm - bm) < floor:
+        return "same"
+    if cm > bm * (1.0 + threshold):
+        return "regression" if better == "lower" else "improved"
+    if cm < bm / (1.0 + threshold):
+        return "improved" if better == "lower" else "regression"
+    return "same"
 
 
 def _case_pairs(
@@ -489,7 +485,7 @@ def _case_pairs(
     b: _Case,
     c: _Case,
     samples: tuple[dict[tuple[Any, ...], Processes], dict[tuple[Any, ...], Processes]],
-    rule: _Rule,
+    rule: Comparison,
 ) -> list[Pair]:
     def case_row(mark: Mark, note: str) -> list[Pair]:
         if key[schema.CASE_KEY.index("adapter")] in PROBES and mark in FAILING_MARKS:
@@ -554,61 +550,6 @@ def _phase_metric_order(pm: tuple[str, str]) -> tuple[int, str, str]:
     return order.get(pm[0], len(order)), pm[1], pm[0]
 
 
-def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    """Differences between two manifests that make timings hard to compare."""
-    warnings: list[str] = []
-
-    def gpus(m: dict[str, Any], field_name: str) -> list[str]:
-        items = m.get("gpus") or []
-        return [str(g.get(field_name)) for g in items if isinstance(g, dict)]
-
-    for field_name, what in (("name", "GPU"), ("driver", "GPU driver"), ("cuda", "CUDA")):
-        b, c = gpus(base, field_name), gpus(cand, field_name)
-        if b != c:
-            warnings.append(f"{what} differs: {', '.join(b) or 'none'} → {', '.join(c) or 'none'}")
-    b_cpu = (base.get("cpu") or {}).get("model") if isinstance(base.get("cpu"), dict) else None
-    c_cpu = (cand.get("cpu") or {}).get("model") if isinstance(cand.get("cpu"), dict) else None
-    if b_cpu != c_cpu:
-        warnings.append(f"CPU differs: {b_cpu or '?'} → {c_cpu or '?'}")
-    # a VM may name AVX2 and AVX-512 hosts alike: the ISA tells them apart (where recorded)
-    b_isa = (base.get("cpu") or {}).get("isa") if isinstance(base.get("cpu"), dict) else None
-    c_isa = (cand.get("cpu") or {}).get("isa") if isinstance(cand.get("cpu"), dict) else None
-    if isinstance(b_isa, list) and isinstance(c_isa, list) and b_isa != c_isa:
-        warnings.append(f"CPU features differ: {' '.join(b_isa) or 'none'} → "
-                        f"{' '.join(c_isa) or 'none'}")
-    for name in ("python", "os"):
-        if base.get(name) != cand.get(name):
-            warnings.append(f"{name} differs: {base.get(name) or '?'} → {cand.get(name) or '?'}")
-    b_pk, c_pk = base.get("packages") or {}, cand.get("packages") or {}
-    if isinstance(b_pk, dict) and isinstance(c_pk, dict):
-        for pkg in sorted(b_pk.keys() | c_pk.keys()):
-            if b_pk.get(pkg) != c_pk.get(pkg):
-                warnings.append(
-                    f"{pkg} version differs: {b_pk.get(pkg) or 'absent'} → "
-                    f"{c_pk.get(pkg) or 'absent'}"
-                )
-    b_set, c_set = base.get("settings") or {}, cand.get("settings") or {}
-    if isinstance(b_set, dict) and isinstance(c_set, dict):
-        for name in sorted(b_set.keys() | c_set.keys()):
-            if b_set.get(name) != c_set.get(name):
-                warnings.append(f"setting {name} differs: {b_set.get(name)} → {c_set.get(name)}")
-    # older manifests have no env_vars: compared only when both runs recorded them
-    b_env, c_env = base.get("env_vars"), cand.get("env_vars")
-    if isinstance(b_env, dict) and isinstance(c_env, dict):
-        for name in sorted(b_env.keys() | c_env.keys()):
-            if b_env.get(name) != c_env.get(name):
-                warnings.append(f"environment variable {name} differs: "
-                                f"{b_env.get(name, 'unset')} → {c_env.get(name, 'unset')}")
-    # a run measured on a busy machine (snnbench.preflight): its times include the waiting
-    for label, manifest in (("baseline", base), ("candidate", cand)):
-        noise = manifest.get("noise")
-        if isinstance(noise, dict) and noise.get("noisy"):
-            reasons = [str(r) for r in noise.get("reasons") or []]
-            more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-            warnings.append(f"the {label} run was noisy: {reasons[0] if reasons else '?'}{more}")
-    return warnings
-
-
 def environment_names(run: Run) -> list[str]:
     """The library environments of a run (``base`` for the base one), in table order."""
     names = dict.fromkeys(str(e) or BASE_ENVIRONMENT for e in run.summary["environment"])
@@ -628,44 +569,6 @@ def only_environment(run: Run, name: str) -> Run:
     if samples is not None:
         samples = samples[samples["environment"] == wanted].assign(environment="")
     return dataclasses.replace(run, summary=summary, samples=samples)
-def _concurrency(run: Run) -> list[int]:
-    """How many cases ran side by side, over the cases that ran (ok rows)."""
-    ran = run.summary[run.summary["status"] == "ok"]
-    return sorted({int(c) for c in ran["concurrency"] if c == c and int(c) > 0})
-
-
-def _hosts_used(run: Run) -> list[str]:
-    return sorted({h for h in run.summary["host"] if h})
-
-
-def _gpu_models(run: Run, hosts: list[str]) -> list[str]:
-    """GPU models of the machine records (manifest ``hosts``) of the hosts that ran cases."""
-    records = run.manifest.get("hosts") or []
-    return sorted({str(g.get("name")) for h in records if isinstance(h, dict)
-                   and h.get("host") in hosts for g in (h.get("gpus") or [])
-                   if isinstance(g, dict)})
-
-
-def placement_warnings(base: Run, cand: Run) -> list[str]:
-    """The two runs' cases ran on different hosts, or on different GPU models."""
-    warnings: list[str] = []
-    b_conc, c_conc = _concurrency(base), _concurrency(cand)
-    if b_conc and c_conc and b_conc != c_conc:
-        warnings.append(f"concurrency differs: {', '.join(map(str, b_conc))} → "
-                        f"{', '.join(map(str, c_conc))} cases side by side (timings taken side "
-                        "by side are not comparable with one case at a time)")
-    b_hosts, c_hosts = _hosts_used(base), _hosts_used(cand)
-    if b_hosts and c_hosts and b_hosts != c_hosts:
-        warnings.append(f"hosts differ: {', '.join(b_hosts)} → {', '.join(c_hosts)}")
-    # runs written before machine records have no "hosts": the manifest's GPU check covers them
-    if "hosts" in base.manifest and "hosts" in cand.manifest:
-        b_gpus, c_gpus = _gpu_models(base, b_hosts), _gpu_models(cand, c_hosts)
-        if b_gpus != c_gpus:
-            warnings.append(f"GPU models differ: {', '.join(b_gpus) or 'none'} → "
-                            f"{', '.join(c_gpus) or 'none'}")
-    return warnings
-
-
 def compare(
     baseline_dir: str | Path,
     candidate_dir: str | Path,
@@ -700,8 +603,6 @@ def compare(
                    else dict.fromkeys(TIME_FLOOR_S, time_floor_s))
     mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None
                   else dict.fromkeys(MEM_FLOOR_BYTES, mem_floor_bytes))
-    rule = _Rule(factor, mem_threshold, alpha, time_floors, mem_floors,
-                 same_versions=environments is None, seed=seed)
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
     if environments is not None:
         base = only_environment(base, environments[0])
@@ -731,7 +632,7 @@ def compare(
             result.pairs.append(Pair(key, "", "", "added", candidate_status=c.status))
         else:
             result.pairs.extend(
-                _case_pairs(key, b_cases[key], c_cases[key], samples, rule)
+                _case_pairs(key, b_cases[key], c_cases[key], samples, result)
             )
     if any(p.test == "none" for p in result.pairs):
         result.warnings.append(
@@ -746,250 +647,3 @@ def compare(
             "(ABBA order) for an honest interval"
         )
     return result
-
-
-# ---------------------------------------------------------------------------------- output
-
-
-def _fmt(value: float, metric: str) -> str:
-    return format_value(value, metric) if metric else "—"
-
-
-def _processes_text(p: Pair) -> str:
-    if not (p.baseline_processes and p.candidate_processes):
-        return ""
-    return f"{p.baseline_processes}+{p.candidate_processes} proc"
-
-
-def _test_text(p: Pair) -> str:
-    if p.test == "bootstrap":
-        return f"{p.interval_text} ({_processes_text(p)})"
-    if p.test == "ci99":
-        return f"{p.interval_text} (99% CIs)"
-    if p.test == "threshold":
-        return "threshold"
-    return p.test or ""
-
-
-_CASE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
-    ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
-)
-
-
-def _varying(pairs: list[Pair]) -> list[str]:
-    """Case fields (adapter and variant aside) that differ between ``pairs``; n always."""
-    return [f for f, _ in _CASE_FIELDS
-            if f == "neurons" or len({p.case[f] for p in pairs}) > 1]
-
-
-def _case_of(p: Pair, fields: Iterable[str]) -> str:
-    wanted = set(fields)
-    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS if f in wanted)
-
-
-def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:
-    """Pairs as a :class:`~snnbench.report.Table` (mark, adapter, case, what, medians, ratio).
-
-    ``fields`` limits the case column to those case fields (default: all of them).
-    """
-    order = {m: i for i, m in enumerate(MARK_ORDER)}
-    shown = list(fields) if fields is not None else [f for f, _ in _CASE_FIELDS]
-    rows = []
-    for p in sorted(pairs, key=lambda p: order[p.mark]):
-        what = f"{p.phase}/{p.metric}" if p.metric else "case status"
-        if not p.metric:
-            before, after = p.baseline_status or "—", p.candidate_status or "—"
-        else:
-            before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
-        ratio = f"{p.ratio:.3f}×" if math.isfinite(p.ratio) else ""
-        rows.append([p.mark.replace("_", " "), p.label, _case_of(p, shown), what, before, after,
-                     ratio, _test_text(p), p.note])
-    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio",
-                  "interval", "note"], rows)
-
-
-def _counts_text(cmp: Comparison) -> str:
-    return ", ".join(f"{m.replace('_', ' ')}: {n}" for m, n in cmp.counts().items())
-
-
-def _geomean_line(cmp: Comparison) -> str:
-    total = cmp.geomean_ratio()
-    if not math.isfinite(total):
-        return "Geometric mean time ratio: no comparable time pairs."
-    per_phase = ", ".join(
-        f"{ph} {cmp.geomean_ratio(ph):.3f}×"
-        for ph in schema.TIMED_PHASES
-        if math.isfinite(cmp.geomean_ratio(ph))
-    )
-    return (f"Geometric mean time ratio (candidate/baseline) over {len(cmp.time_pairs())} "
-            f"comparable time pairs: {total:.3f}× ({per_phase})")
-
-
-def _floors_text(floors: dict[str, float], metric: str, devices: list[str]) -> str:
-    return ", ".join(f"{format_value(floors.get(d, floors.get('cpu', 0.0)), metric)} ({d})"
-                     for d in devices)
-
-
-def _rule_line(cmp: Comparison) -> str:
-    devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
-    floors = (f", last-resort floor {_floors_text(cmp.time_floors, 'time_s', devices)}"
-              if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
-    return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(hierarchical bootstrap: processes, then samples within them; seed "
-            f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
-            f"{floors}; memory regression = peak > "
-            f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
-            f"{_floors_text(cmp.mem_floors, 'peak_mem_bytes', devices)}.")
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
-    that matter, and the unchanged ones folded in a ``<details>`` block."""
-    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
-        cmp.state]
-    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
-    lines = [
-        "## snnbench compare",
-        "",
-        f"{icon} **{cmp.verdict}**",
-        "",
-        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
-        + _counts_text(cmp) + ".",
-        "",
-        _geomean_line(cmp),
-        "",
-        _rule_line(cmp),
-        "",
-    ]
-    if cmp.warnings:
-        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
-    quiet = {"same", "not_run", "info"}
-    shown = [p for p in cmp.pairs if p.mark not in quiet]
-    if shown:
-        lines += [pairs_table(shown).to_markdown(), ""]
-    rest = [p for p in cmp.pairs if p.mark in quiet]
-    if rest:
-        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
-                  "", pairs_table(rest).to_markdown(), "", "</details>", ""]
-    return "\n".join(lines)
-
-
-def to_json(cmp: Comparison) -> str:
-    """The whole comparison as JSON (NaN written as null)."""
-    geo = cmp.geomean_ratio()
-    doc = {
-        "baseline": str(cmp.baseline),
-        "candidate": str(cmp.candidate),
-        "baseline_run_id": cmp.baseline_run_id,
-        "candidate_run_id": cmp.candidate_run_id,
-        "environments": list(cmp.environments) if cmp.environments else None,
-        "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
-                 "confidence": 1.0 - cmp.alpha, "method": "hierarchical bootstrap",
-                 "resamples": gate.RESAMPLES, "seed": cmp.seed,
-                 "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
-                 "min_samples": MIN_SAMPLES},
-        "state": cmp.state,
-        "exit_code": cmp.exit_code,
-        "verdict": cmp.verdict,
-        "one_process": cmp.one_process,
-        "replicates_needed": cmp.replicates_needed,
-        "geomean_time_ratio": geo if math.isfinite(geo) else None,
-        "compared_time_pairs": len(cmp.time_pairs()),
-        "counts": cmp.counts(),
-        "warnings": cmp.warnings,
-        "pairs": [p.as_dict() for p in cmp.pairs],
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
-
-
-_SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
-_SHORT_TEST = {"threshold": "thr", "none": "n/a"}
-_SHORT_METRIC = {"time_s": "time", "peak_mem_bytes": "peak mem", "peak_rss_bytes": "peak RSS",
-                 "energy_j": "energy", "power_w": "power"}
-_STYLES = {
-    "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
-    "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
-    "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
-}
-
-
-def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
-    """A rich renderable (verdict, warnings, table) for the terminal.
-
-    Unchanged/informational pairs are left out unless ``show_all``.
-    """
-    parts: list[RenderableType] = []
-    style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow",
-             "nothing comparable": "bold yellow"}[cmp.state]
-    parts.append(Text(cmp.verdict, style=style))
-    parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
-    parts.append(Text(_geomean_line(cmp)))
-    parts.append(Text(_rule_line(cmp), style="dim"))
-    for w in cmp.warnings:
-        parts.append(Text(f"warning: {w}", style="yellow"))
-    shown = [p for p in cmp.pairs if show_all or p.mark not in {"same", "not_run", "info"}]
-    if shown:
-        # fields equal on every shown row go into one line above the table: narrow terminals
-        varying = _varying(shown)
-        constant = [f for f, _ in _CASE_FIELDS if f not in varying]
-        if constant:
-            parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
-        table = RichTable(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-        for header in ("mark", "adapter", "case", "what", "baseline", "candidate", "×",
-                       "interval", "#"):
-            table.add_column(header, no_wrap=True)
-        notes: list[str] = []
-        order = {m: i for i, m in enumerate(MARK_ORDER)}
-        for p in sorted(shown, key=lambda p: order[p.mark]):
-            ref = ""
-            if p.note:
-                if p.note not in notes:
-                    notes.append(p.note)
-                ref = str(notes.index(p.note) + 1)
-            if p.metric:
-                phase = _SHORT_PHASE.get(p.phase, p.phase)
-                what = f"{phase} {_SHORT_METRIC.get(p.metric, p.metric)}"
-                before, after = _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
-            else:
-                what, before, after = "status", p.baseline_status or "—", p.candidate_status or "—"
-            test = p.interval_text or _SHORT_TEST.get(p.test, "")
-            table.add_row(
-                p.mark.replace("_", " "), p.label, _case_of(p, varying), what, before, after,
-                f"{p.ratio:.2f}" if math.isfinite(p.ratio) else "", test, ref,
-                style=_STYLES.get(p.mark, ""),
-            )
-        parts.append(table)
-        parts += [Text(f"  {i}. {note}") for i, note in enumerate(notes, start=1)]
-    hidden = len(cmp.pairs) - len(shown)
-    if hidden:
-        parts.append(Text(f"{hidden} unchanged or informational pairs not shown", style="dim"))
-    return Group(*parts)
-
-
-def format_comparison(cmp: Comparison, fmt: OutputFormat = "text", width: int = 160) -> str:
-    """Render as ``text`` (the rich table as plain text), ``md`` or ``json``."""
-    if fmt == "md":
-        return to_markdown(cmp)
-    if fmt == "json":
-        return to_json(cmp)
-    if fmt == "text":
-        buffer = io.StringIO()
-        Console(file=buffer, width=width, no_color=True, force_terminal=False).print(to_rich(cmp))
-        return buffer.getvalue()
-    raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-
-
-def render(cmp: Comparison, fmt: str, console: Console) -> None:
-    """Print a comparison for the CLI: ``text`` as a rich table on ``console``; ``md`` and
-    ``json`` written verbatim to the console's file (no wrapping, no markup), so that
-    ``>> $GITHUB_STEP_SUMMARY`` or ``| jq`` get exactly :func:`to_markdown` / :func:`to_json`.
-    """
-    if fmt == "text":
-        console.print(to_rich(cmp))
-    elif fmt in ("md", "json"):
-        console.file.write((to_markdown(cmp) if fmt == "md" else to_json(cmp)) + "\n")
-        console.file.flush()
-    else:
-        raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from snnbench import schema
+from snnbench import metrics, schema
 from snnbench.errors import UserError
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, adapter_label, load_run
@@ -46,7 +46,7 @@ MIN_STEP = 1.05
 #: σ of a series is never taken below this (1 %): identical medians would make any wiggle a step
 MIN_NOISE = 0.01
 #: metrics drawn: times and peaks (the others are per-case facts, not speeds)
-METRICS: tuple[str, ...] = ("time_s", "peak_mem_bytes", "peak_rss_bytes", "energy_j")
+METRICS: tuple[str, ...] = tuple(m.name for m in metrics.METRICS.values() if m.history)
 #: run folders are looked for this deep below a folder given on the command line
 SEARCH_DEPTH = 3
 

@@ -26,7 +26,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from snnbench.history import History, Point, Series, XAxis
-from snnbench.report import format_value
+from snnbench.metrics import format_value
 from snnbench.storage import atomic_write_bytes, claim_folder
 
 #: the files a history site is made of: a folder holding only these is an earlier site

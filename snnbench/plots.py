@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from snnbench.metrics import byte_unit, time_unit
 from snnbench.rundir import adapter_label
 
 #: a value range wider than this (max/min) is drawn on a log axis
@@ -49,26 +50,6 @@ def color_map(labels: Sequence[str]) -> dict[str, str]:
         colors[lab] = palette[i % len(palette)]
     colors[FLOOR] = "#555555"
     return colors
-
-
-def time_unit(values: Sequence[float]) -> tuple[float, str]:
-    """(factor, unit) so that ``seconds * factor`` reads well for the largest value."""
-    finite = [v for v in values if math.isfinite(v) and v > 0]
-    top = max(finite) if finite else 1.0
-    for factor, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
-        if top * factor >= 1.0:
-            return factor, unit
-    return 1e9, "ns"
-
-
-def byte_unit(values: Sequence[float]) -> tuple[float, str]:
-    """(factor, unit) for byte counts: GiB, MiB or KiB."""
-    finite = [v for v in values if math.isfinite(v) and v > 0]
-    top = max(finite) if finite else 1.0
-    for power, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if top >= 2**power:
-            return 1.0 / 2**power, unit
-    return 1.0, "bytes"
 
 
 def wants_log(values: Sequence[float]) -> bool:
@@ -176,21 +157,8 @@ def plot_scaling(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
     data = data.assign(label=[label_of(r) for _, r in data.iterrows()])
     for lab in sorted(data["label"].unique()):
         line = data[data["label"] == lab].sort_values("neurons")
-        n = line["neurons"].to_numpy(float)
-        med = line["median"].to_numpy(float) * factor
-        is_floor = lab == FLOOR
-        ax.errorbar(
-            n,
-            med,
-            yerr=_errors(line, factor),
-            marker="" if is_floor else "o",
-            linestyle="--" if is_floor else "-",
-            color=colors.get(lab, "#888888"),
-            label="floor (hardware bound)" if is_floor else lab,
-            capsize=3,
-        )
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_minor_formatter(NullFormatter())
+        _line(ax, line, "neurons", factor, lab, colors)
+    _log2_x(ax)
     _log_y(ax)
     sizes = sorted(data["neurons"].unique())
     ax.set_xticks([float(s) for s in sizes], [str(int(s)) for s in sizes])
@@ -200,6 +168,28 @@ def plot_scaling(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"Step time (forward + backward) vs n\n{title}", fontsize=10)
     return _save(fig, out)
+
+
+def _line(ax: Axes, line: pd.DataFrame, x: str, factor: float, lab: str,
+          colors: dict[str, str]) -> None:
+    """One adapter's medians against ``x`` with IQR whiskers; the floor dashed, unmarked."""
+    is_floor = lab == FLOOR
+    ax.errorbar(
+        line[x].to_numpy(float),
+        line["median"].to_numpy(float) * factor,
+        yerr=_errors(line, factor),
+        marker="" if is_floor else "o",
+        linestyle="--" if is_floor else "-",
+        color=colors.get(lab, "#888888"),
+        label="floor (hardware bound)" if is_floor else lab,
+        capsize=3,
+    )
+
+
+def _log2_x(ax: Axes) -> None:
+    """A base-2 log x axis without minor tick labels (the sizes are powers of two)."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _grouped_bars(
@@ -348,19 +338,8 @@ def plot_time_per_layer(
         panel = data[data["neurons"] == n]
         for lab in sorted(panel["label"].unique()):
             line = panel[panel["label"] == lab].sort_values("layers")
-            is_floor = lab == FLOOR
-            ax.errorbar(
-                line["layers"].to_numpy(float),
-                line["per_layer"].to_numpy(float) * factor,
-                yerr=_errors(line.assign(median=line["per_layer"]), factor),
-                marker="" if is_floor else "o",
-                linestyle="--" if is_floor else "-",
-                color=colors.get(lab, "#888888"),
-                label="floor (hardware bound)" if is_floor else lab,
-                capsize=3,
-            )
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_minor_formatter(NullFormatter())
+            _line(ax, line.assign(median=line["per_layer"]), "layers", factor, lab, colors)
+        _log2_x(ax)
         ax.set_xticks([float(d) for d in depths], [str(int(d)) for d in depths])
         _log_y(ax)
         ax.set_xlabel("layers")

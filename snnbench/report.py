@@ -2,11 +2,11 @@
 
 :func:`report` writes PNG plots (see :mod:`snnbench.plots`), ``report.md`` (Markdown with links
 to the PNGs, fit for a README or a PR) and ``report.html`` (one self-contained page: images are
-embedded as base64, nothing is fetched from the network). :func:`summary_table` /
-:func:`format_table` give the timing table alone, for ``snnbench show``.
+embedded as base64, nothing is fetched from the network). The timing table
+(:func:`~snnbench.tables.summary_table`, :func:`~snnbench.tables.format_table`) comes from
+:mod:`snnbench.tables` and is re-exported here.
 
-Tables are plain :class:`Table` objects (headers and rows of strings) with three renderers
-(Markdown, aligned text, HTML); the CLI may also feed ``headers``/``rows`` to ``rich``.
+Tables are :class:`snnbench.render.Table` models, drawn by the render layer's back-ends.
 """
 
 from __future__ import annotations
@@ -14,16 +14,19 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
+from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
+from snnbench.render import Table
+from snnbench.render.formats import html_page
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import (
     atomic_write_bytes,
@@ -31,198 +34,40 @@ from snnbench.storage import (
     record_written,
     written_by_snnbench,
 )
-from snnbench.tables import GROUP_COLUMNS, group_title, markdown_table
-
-_PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
-#: per-case metrics shown in the "other metrics" table, with their column titles
-_CASE_METRICS: tuple[tuple[str, str], ...] = (
-    ("peak_mem_bytes", "peak mem"),
-    ("peak_rss_bytes", "peak RSS"),
-    ("energy_j", "energy/step"),
-    ("power_w", "power"),
-    ("build_s", "build"),
-    ("first_call_s", "first call"),
-    ("firing_rate", "firing rate"),
-    ("synops_per_step", "SynOps/step"),
+from snnbench.tables import (
+    FLOOR,
+    GROUP_COLUMNS,
+    case_text,
+    format_table,
+    group_title,
+    reading_order,
+    summary_table,
 )
 
-TableFormat = Literal["md", "text", "html"]
-
-
-@dataclass(frozen=True)
-class Table:
-    """A rendered-to-strings table: ``headers`` and ``rows`` (each row as long as headers)."""
-
-    headers: list[str]
-    rows: list[list[str]]
-
-    def to_markdown(self) -> str:
-        """GitHub-flavoured Markdown (pipes in cells escaped), as ``snnbench show --format md``."""
-        return markdown_table(tuple(self.headers), [tuple(row) for row in self.rows])
-
-    def to_text(self) -> str:
-        """Plain text with columns aligned by spaces (for terminals and logs)."""
-        widths = [len(h) for h in self.headers]
-        for row in self.rows:
-            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        lines = [fmt.format(*self.headers), "  ".join("-" * w for w in widths)]
-        lines += [fmt.format(*row).rstrip() for row in self.rows]
-        return "\n".join(line.rstrip() for line in lines)
-
-    def to_html(self) -> str:
-        """An HTML ``<table>`` with escaped cells."""
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-            for row in self.rows
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-    def render(self, fmt: TableFormat) -> str:
-        """Render as ``md``, ``text`` or ``html``."""
-        if fmt == "md":
-            return self.to_markdown()
-        if fmt == "text":
-            return self.to_text()
-        if fmt == "html":
-            return self.to_html()
-        raise ValueError(f"unknown table format {fmt!r} (md, text, html)")
-
-
-# ---------------------------------------------------------------------------------- formatting
-
-
-def format_seconds(value: float) -> str:
-    """``0.01234`` → ``"12.3 ms"``; NaN → ``"—"``."""
-    if not math.isfinite(value):
-        return "—"
-    factor, unit = plots.time_unit([abs(value)])
-    return f"{value * factor:.3g} {unit}"
-
-
-def format_bytes(value: float) -> str:
-    """``3 * 2**30`` → ``"3 GiB"``; NaN → ``"—"``."""
-    if not math.isfinite(value):
-        return "—"
-    factor, unit = plots.byte_unit([value])
-    return f"{value * factor:.3g} {unit}"
-
-
-def format_value(value: float, metric: str) -> str:
-    """A metric's value with a readable unit (seconds and bytes scaled, others with their unit)."""
-    if not math.isfinite(value):
-        return "—"
-    unit = schema.METRIC_UNITS.get(metric, "")
-    if unit == "s":
-        return format_seconds(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    if metric == "firing_rate":
-        return f"{value:.4f}"
-    if metric == "synops_per_step":
-        return f"{value:,.0f} {unit}"
-    return f"{value:.4g} {unit}".strip()
-
-
-def _ratio(value: float) -> str:
-    return f"{value:.2f}×" if math.isfinite(value) else "—"
-
-
-def _case_text(row: pd.Series) -> str:
-    return (
-        f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
-        f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}"
-    )
-
-
-def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in reading order: group, neurons, adapter (floor last), variant, phase, metric."""
-    if frame.empty:
-        return frame
-    keyed = frame.assign(
-        _floor=(frame["adapter"] == plots.FLOOR).astype(int),
-        _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
-    )
-    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "environment", "variant", "_phase",
-             "metric"]
-    return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
-
-
-# ---------------------------------------------------------------------------------- tables
-
-
-def summary_table(
-    run: Run, *, phases: Sequence[str] = schema.TIMED_PHASES, metric: str = "time_s"
-) -> Table:
-    """Median time (with IQR) per adapter, variant, case and timed phase, plus non-ok cases.
-
-    Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
-    × floor (median / the floor's step time), status, note (the status message for a failed or
-    skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
-    A run with replicates (``--replicates``) adds "between / within": the spread of the
-    replicates' medians and the typical spread inside one process, both over the median.
-    """
-    frame = run.summary
-    replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
-    timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
-    rows_out: list[list[str]] = []
-    for _, row in _sorted(frame[timed | (frame["status"] != "ok")]).iterrows():
-        med, iqr = float(row["median"]), float(row["iqr"])
-        rel = f"{100 * iqr / med:.1f}%" if math.isfinite(iqr) and med > 0 else "—"
-        samples = int(row["n_samples"]) if math.isfinite(float(row["n_samples"])) else 0
-        # an ok case may carry a message too (timed despite a mismatch, --allow-mismatch)
-        note = "; ".join(t for t in (str(row["message"]), str(row["warning"])) if t)
-        floor = float(row["floor_ratio"]) if row["phase"] == "step" else math.nan
-        rows_out.append(
-            [
-                adapter_label(str(row["adapter"]), "", str(row["environment"])),
-                str(row["variant"]),
-                _case_text(row),
-                str(row["phase"]) or "—",
-                format_value(med, metric),
-                format_value(iqr, metric),
-                rel,
-                str(samples) if samples else "—",
-                _ratio(floor),
-                *([_spreads(row)] if replicated else []),
-                str(row["status"]),
-                note,
-            ]
-        )
-    headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
-               "× floor", *(["between / within"] if replicated else []), "status", "note"]
-    return Table(headers, rows_out)
-
-
-def _spreads(row: pd.Series) -> str:
-    """``12% / 3%`` (between replicates / within one), "—" where unknown."""
-    between, within = float(row["replicate_spread"]), float(row["within_spread"])
-    if not math.isfinite(between):
-        return "—"
-    inside = f"{within:.0%}" if math.isfinite(within) else "—"
-    return f"{between:.0%} / {inside} ({int(row['replicates'])}×)"
-
-
-def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
-    """:func:`summary_table` rendered as Markdown (``md``) or aligned plain text (``text``)."""
-    return summary_table(run).render(fmt)
+#: the report's tables; the timing table, the table model and the metric formatters stay
+#: importable from here, where callers have always found them
+__all__ = [
+    "Table", "case_metrics_table", "environment_table", "format_bytes", "format_seconds",
+    "format_table", "format_value", "overhead_lines", "problems_table", "report",
+    "step_pivot_table", "summary_table", "targets_table", "warnings_table",
+]
 
 
 def case_metrics_table(run: Run) -> Table:
     """One row per ok case: peak memory, energy, power, build and first-call time, firing rate,
     SynOps, spike match and gradient cosine. Metrics no case measured are left out."""
     frame = run.summary[run.summary["status"] == "ok"]
-    present = [(m, title) for m, title in _CASE_METRICS if (frame["metric"] == m).any()]
+    present = [(m.name, m.label) for m in METRICS.values()
+               if m.per_case and (frame["metric"] == m.name).any()]
     keys = list(schema.CASE_KEY)
-    cases = _sorted(frame.drop_duplicates(keys).assign(phase="", metric=""))
+    cases = reading_order(frame.drop_duplicates(keys).assign(phase="", metric=""))
     rows: list[list[str]] = []
     for _, case in cases.iterrows():
         mine = frame
         for k in keys:
             mine = mine[mine[k] == case[k]]
         cells = [adapter_label(str(case["adapter"]), str(case["variant"]),
-                               str(case["environment"])), _case_text(case)]
+                               str(case["environment"])), case_text(case)]
         for metric, _ in present:
             values = mine[mine["metric"] == metric]["median"].to_numpy(float)
             # the peak of a case is the largest over its phases; other metrics have one row
@@ -247,7 +92,7 @@ def step_pivot_table(rows: pd.DataFrame) -> Table:
     step = step.assign(label=[plots.label_of(r) for _, r in step.iterrows()])
     times = step.pivot_table(index="label", columns="neurons", values="median", aggfunc="min")
     speed = plots.speedup_table(rows)
-    labels = sorted(times.index, key=lambda lab: (lab == plots.FLOOR, lab))
+    labels = sorted(times.index, key=lambda lab: (lab == FLOOR, lab))
     out: list[list[str]] = []
     for lab in labels:
         cells = [lab]
@@ -268,10 +113,10 @@ def problems_table(run: Run) -> Table:
     frame = run.summary
     flagged = (frame["status"] != "ok") | (frame["allow_mismatch"].astype(bool)
                                            & (frame["message"] != ""))
-    bad = _sorted(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
+    bad = reading_order(frame[flagged].drop_duplicates(list(schema.CASE_KEY)))
     rows = [
         [adapter_label(str(r["adapter"]), "", str(r["environment"])), str(r["variant"]),
-         _case_text(r),
+         case_text(r),
          str(r["status"]) if r["status"] != "ok" else "ok (timed despite mismatch)",
          str(r["message"])]
         for _, r in bad.iterrows()
@@ -282,10 +127,10 @@ def problems_table(run: Run) -> Table:
 def warnings_table(run: Run) -> Table:
     """Rows of ok cases that carry a statistics warning (e.g. high IQR/median)."""
     frame = run.summary
-    noted = _sorted(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
+    noted = reading_order(frame[(frame["status"] == "ok") & (frame["warning"] != "")])
     rows = [
         [adapter_label(str(r["adapter"]), str(r["variant"]), str(r["environment"])),
-         _case_text(r), f"{r['phase']}/{r['metric']}", str(r["warning"])]
+         case_text(r), f"{r['phase']}/{r['metric']}", str(r["warning"])]
         for _, r in noted.iterrows()
     ]
     return Table(["adapter", "case", "phase/metric", "warning"], rows)
@@ -446,14 +291,6 @@ _GOALS_NOTE = (
     "target bounds: fused/other, fused/floor, best third-party/fused, or fused/torch memory."
 )
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;
-margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee;margin:.5em 0}
-.bad{color:#a00}
-"""
 
 
 def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -503,17 +340,12 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     counts = summary.drop_duplicates(list(schema.CASE_KEY))["status"].value_counts()
     status_line = ", ".join(f"{counts[s]} {s}" for s in schema.STATUSES if s in counts)
     env = environment_table(run.manifest, summary["library"].unique().tolist())
-    timing = summary_table(run)
-    metrics = case_metrics_table(run)
-    problems = problems_table(run)
-    warns = warnings_table(run)
-    goals = targets_table(run)
-    overhead = overhead_lines(summary)
 
-    md = _markdown(run, status_line, env, sections, timing, metrics, problems, warns, goals, out,
-                   overhead)
-    html_page = _html(run, status_line, env, sections, timing, metrics, problems, warns, goals,
-                      overhead)
+    page = _Page(run, status_line, env, sections, timing=summary_table(run),
+                 metrics=case_metrics_table(run), problems=problems_table(run),
+                 warns=warnings_table(run), goals=targets_table(run),
+                 overhead=overhead_lines(summary))
+    md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
     record_written(out, [md_path])
@@ -522,19 +354,27 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     return [*written, md_path, html_path]
 
 
-def _markdown(
-    run: Run,
-    status_line: str,
-    env: Table,
-    sections: list[tuple[str, list[tuple[str, Path]], Table]],
-    timing: Table,
-    metrics: Table,
-    problems: Table,
-    warns: Table,
-    goals: Table,
-    out: Path,
-    overhead: list[str],
-) -> str:
+@dataclass(frozen=True)
+class _Page:
+    """Everything the report shows, drawn once as Markdown and once as HTML."""
+
+    run: Run
+    status_line: str
+    env: Table
+    #: (group title, [(caption, png path)], step pivot table)
+    sections: list[tuple[str, list[tuple[str, Path]], Table]]
+    timing: Table
+    metrics: Table
+    problems: Table
+    warns: Table
+    goals: Table
+    overhead: list[str]
+
+
+def _markdown(page: _Page, out: Path) -> str:
+    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
+    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
+    goals, overhead = page.goals, page.overhead
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
              *(f"{line}  " for line in overhead), "",
              "## Environment", "", env.to_markdown(), ""]
@@ -560,18 +400,10 @@ def _markdown(
     return "\n".join(parts)
 
 
-def _html(
-    run: Run,
-    status_line: str,
-    env: Table,
-    sections: list[tuple[str, list[tuple[str, Path]], Table]],
-    timing: Table,
-    metrics: Table,
-    problems: Table,
-    warns: Table,
-    goals: Table,
-    overhead: list[str],
-) -> str:
+def _html(page: _Page) -> str:
+    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
+    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
+    goals, overhead = page.goals, page.overhead
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
             *(f"<p>{esc(line)}</p>" for line in overhead),
@@ -597,9 +429,5 @@ def _html(
     body.append(problems.to_html() if problems.rows else "<p>None.</p>")
     if warns.rows:
         body += ["<h2>Measurement warnings</h2>", warns.to_html()]
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>snnbench report {esc(run.run_id)}</title><style>{_CSS}</style></head>"
-        f"<body>{''.join(body)}</body></html>\n"
-    )
+    return html_page(f"snnbench report {run.run_id}", "".join(body))
 

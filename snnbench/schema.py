@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
+from snnbench.metrics import UNITS
+
 SCHEMA_VERSION: Final = 1
 
 MANIFEST_FILE: Final = "manifest.json"
@@ -36,31 +38,20 @@ RETRY_STATUSES: Final = frozenset({"lost", "timeout"})
 #: timed phases, in the order they are measured
 TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
 
-#: metric name → unit; units are also carried in each row's ``unit`` column
-METRIC_UNITS: Final[dict[str, str]] = {
-    "time_s": "s",
-    "peak_mem_bytes": "bytes",
-    "peak_rss_bytes": "bytes",
-    "prepare_s": "s",
-    "build_s": "s",
-    "first_call_s": "s",
-    "energy_j": "J",
-    "power_w": "W",
-    "firing_rate": "spikes/neuron/step",
-    "synops_per_step": "ops/step",
-}
+#: metric name → unit (from the metrics registry, :mod:`snnbench.metrics`); units are also
+#: carried in each row's ``unit`` column
+METRIC_UNITS: Final[dict[str, str]] = UNITS
+
+#: the case's device, numbers and reset: the run folder's tables list them in this order
+_CASE_SIZE: Final[tuple[str, ...]] = (
+    "device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset",
+)
 
 #: identity of a case row; together with phase and metric it is the summary's key
 CASE_KEY: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     # the library environment ("" for the base one): two versions of a library are two cases
     "environment",
 )
@@ -72,13 +63,7 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "variant",
     "library",
     "library_version",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     "phase",
     "metric",
     "unit",
@@ -151,13 +136,7 @@ SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
     "case_id",
-    "device",
-    "dtype",
-    "neurons",
-    "batch_size",
-    "time_steps",
-    "layers",
-    "reset",
+    *_CASE_SIZE,
     "phase",
     "metric",
     "unit",

@@ -1,18 +1,29 @@
-"""Turn a summary table into the rows people read: one line per adapter × case.
+"""The timing table of a run, in its two layouts.
 
-Used by ``snnbench run`` (its closing table) and ``snnbench show``; the same rows render as a
-rich terminal table or as Markdown.
+:func:`case_rows` is the wide one: a line per adapter × case with a column per phase, for
+``snnbench run`` (its closing table) and ``snnbench show``. :func:`summary_table` is the long
+one: a line per adapter × case × phase with the statistics (IQR, samples, spreads), for the
+report and :func:`format_table`. Both read the summary rows in :func:`reading_order`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from snnbench.metrics import format_value
 from snnbench.preflight import BUSY_CORES
+from snnbench.render import Table
 from snnbench.schema import TIMED_PHASES
+
+if TYPE_CHECKING:
+    from snnbench.rundir import Run
+
+#: the GEMM floor's adapter: its rows come last in a group
+FLOOR = "floor"
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
 #: a case whose GPU clock fell while it was timed (the warning column says how far, and why)
@@ -127,11 +138,88 @@ def _with_precision(dtype: str, row: Any) -> str:
     return dtype if precision in ("", "strict") else f"{dtype} {precision}"
 
 
-def markdown_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+_PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setup", "case", ""))}
 
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}×" if math.isfinite(value) else "—"
+
+
+def case_text(row: pd.Series) -> str:
+    """The case without the adapter: ``cpu float32 n=64 B=4 T=20 L=1 subtract``."""
+    return (
+        f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
+        f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}"
+    )
+
+
+def reading_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows in reading order: group, neurons, adapter (floor last), variant, phase, metric."""
+    if frame.empty:
+        return frame
+    keyed = frame.assign(
+        _floor=(frame["adapter"] == FLOOR).astype(int),
+        _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
+    )
+    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "environment", "variant", "_phase",
+             "metric"]
+    return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
+
+
+def summary_table(
+    run: Run, *, phases: Sequence[str] = TIMED_PHASES, metric: str = "time_s"
+) -> Table:
+    """Median time (with IQR) per adapter, variant, case and timed phase, plus non-ok cases.
+
+    Columns: adapter, variant, case, phase, median, IQR (q1–q3 width), IQR/median, samples,
+    × floor (median / the floor's step time), status, note (the status message for a failed or
+    skipped case, else the statistics warning). A non-ok case is one row with "—" statistics.
+    A run with replicates (``--replicates``) adds "between / within": the spread of the
+    replicates' medians and the typical spread inside one process, both over the median.
+    """
+    from snnbench.rundir import adapter_label
+
+    frame = run.summary
+    replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
+    timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))
+    rows_out: list[list[str]] = []
+    for _, row in reading_order(frame[timed | (frame["status"] != "ok")]).iterrows():
+        med, iqr = float(row["median"]), float(row["iqr"])
+        rel = f"{100 * iqr / med:.1f}%" if math.isfinite(iqr) and med > 0 else "—"
+        samples = int(row["n_samples"]) if math.isfinite(float(row["n_samples"])) else 0
+        # an ok case may carry a message too (timed despite a mismatch, --allow-mismatch)
+        note = "; ".join(t for t in (str(row["message"]), str(row["warning"])) if t)
+        floor = float(row["floor_ratio"]) if row["phase"] == "step" else math.nan
+        rows_out.append(
+            [
+                adapter_label(str(row["adapter"]), "", str(row["environment"])),
+                str(row["variant"]),
+                case_text(row),
+                str(row["phase"]) or "—",
+                format_value(med, metric),
+                format_value(iqr, metric),
+                rel,
+                str(samples) if samples else "—",
+                _ratio(floor),
+                *([_spreads(row)] if replicated else []),
+                str(row["status"]),
+                note,
+            ]
+        )
+    headers = ["adapter", "variant", "case", "phase", "median", "IQR", "IQR/med", "samples",
+               "× floor", *(["between / within"] if replicated else []), "status", "note"]
+    return Table(headers, rows_out)
+
+
+def _spreads(row: pd.Series) -> str:
+    """``12% / 3%`` (between replicates / within one), "—" where unknown."""
+    between, within = float(row["replicate_spread"]), float(row["within_spread"])
+    if not math.isfinite(between):
+        return "—"
+    inside = f"{within:.0%}" if math.isfinite(within) else "—"
+    return f"{between:.0%} / {inside} ({int(row['replicates'])}×)"
+
+
+def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
+    """:func:`summary_table` rendered as Markdown (``md``) or aligned plain text (``text``)."""
+    return summary_table(run).render(fmt)

@@ -21,10 +21,10 @@ import pandas as pd
 
 from snnbench.overhead import is_probe
 from snnbench.rundir import adapter_label
-from snnbench.tables import GROUP_COLUMNS, group_title
+from snnbench.tables import FLOOR, GROUP_COLUMNS, group_title
 
 #: adapters that are not libraries being compared: ours, and the GEMM-only floor
-FUSED, FLOOR = "fused", "floor"
+FUSED = "fused"
 #: libraries that are not third-party: snnbench's own and plain PyTorch (the reference)
 OWN_LIBRARIES: frozenset[str] = frozenset({"snnbench", "torch"})
 #: n from which the step must be within 1.25× the floor (2× below)

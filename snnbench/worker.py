@@ -175,6 +175,8 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
             if timed.block.note:
                 info.block_note[phase] = timed.block.note
             metrics: dict[str, list[float]] = {"time_s": timed.times}
+            if phase == "step":
+                metrics.update(_throughput(spec.batch_size, timed.times))
             peak = model.peak_memory_bytes()
             if peak is None:
                 peak = probe.peak_bytes()
@@ -196,6 +198,14 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
         model.close()
         info.store(record.measurement)
     record.samples = samples
+
+
+def _throughput(batch_size: int, times: list[float]) -> dict[str, list[float]]:
+    """``samples_per_s``: batch samples per second of the step phase, from its median time
+    (the median, as for the time itself: one slow sample does not move it)."""
+    median = float(np.median(times)) if times else 0.0
+    # NaN > 0 is False: a phase without a usable time has no throughput either
+    return {"samples_per_s": [batch_size / median]} if median > 0 else {}
 
 
 def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[float]]:

@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from snnbench import schema
-from snnbench.compare import MIN_SAMPLES, compare, format_comparison
+from snnbench.compare import MIN_SAMPLES, compare
+from snnbench.compare_output import format_comparison
 from snnbench.rundir import RunDirError
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 

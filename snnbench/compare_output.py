@@ -1,0 +1,277 @@
+"""How a :class:`~snnbench.compare.Comparison` reads: Markdown for a PR comment, JSON, and the
+terminal's rich view (also as plain text).
+
+The verdict and every pair's mark are computed in :mod:`snnbench.compare`; this module only
+turns them into :class:`snnbench.render.Table` models and text.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
+
+from snnbench import gate, schema
+from snnbench.compare import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
+from snnbench.metrics import format_bytes, format_seconds, format_value
+from snnbench.metrics import metric as metric_info
+from snnbench.render import Footnotes, Table
+from snnbench.render.terminal import Look
+from snnbench.render.terminal import to_rich as table_to_rich
+
+OutputFormat = Literal["text", "md", "json"]
+#: marks left out of the terminal view unless asked, and folded away in Markdown
+QUIET_MARKS: frozenset[str] = frozenset({"same", "not_run", "info"})
+
+def _fmt(value: float, metric: str) -> str:
+    return format_value(value, metric) if metric else "—"
+
+
+def _sides(p: Pair) -> tuple[str, str]:
+    """The baseline and candidate cells: the metric's values, or the case's statuses."""
+    if not p.metric:
+        return p.baseline_status or "—", p.candidate_status or "—"
+    return _fmt(p.baseline, p.metric), _fmt(p.candidate, p.metric)
+
+
+def _by_mark(pairs: Iterable[Pair]) -> list[Pair]:
+    """Pairs in :data:`~snnbench.compare.MARK_ORDER` (worst first), stable within a mark."""
+    order = {m: i for i, m in enumerate(MARK_ORDER)}
+    return sorted(pairs, key=lambda p: order[p.mark])
+
+
+def _processes_text(p: Pair) -> str:
+    if not (p.baseline_processes and p.candidate_processes):
+        return ""
+    return f"{p.baseline_processes}+{p.candidate_processes} proc"
+
+
+def _test_text(p: Pair) -> str:
+    if p.test == "bootstrap":
+        return f"{p.interval_text} ({_processes_text(p)})"
+    if p.test == "ci99":
+        return f"{p.interval_text} (99% CIs)"
+    if p.test == "threshold":
+        return "threshold"
+    return p.test or ""
+
+
+_CASE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+    ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
+)
+
+
+def _varying(pairs: list[Pair]) -> list[str]:
+    """Case fields (adapter and variant aside) that differ between ``pairs``; n always."""
+    return [f for f, _ in _CASE_FIELDS
+            if f == "neurons" or len({p.case[f] for p in pairs}) > 1]
+
+
+def _case_of(p: Pair, fields: Iterable[str]) -> str:
+    wanted = set(fields)
+    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS if f in wanted)
+
+
+def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:
+    """Pairs as a :class:`~snnbench.render.Table` (mark, adapter, case, what, medians, ratio).
+
+    ``fields`` limits the case column to those case fields (default: all of them).
+    """
+    shown = list(fields) if fields is not None else [f for f, _ in _CASE_FIELDS]
+    rows = []
+    for p in _by_mark(pairs):
+        what = f"{p.phase}/{p.metric}" if p.metric else "case status"
+        before, after = _sides(p)
+        ratio = f"{p.ratio:.3f}×" if math.isfinite(p.ratio) else ""
+        rows.append([p.mark.replace("_", " "), p.label, _case_of(p, shown), what, before, after,
+                     ratio, _test_text(p), p.note])
+    return Table(["mark", "adapter", "case", "what", "baseline", "candidate", "ratio",
+                  "interval", "note"], rows)
+
+
+def _counts_text(cmp: Comparison) -> str:
+    return ", ".join(f"{m.replace('_', ' ')}: {n}" for m, n in cmp.counts().items())
+
+
+def _geomean_line(cmp: Comparison) -> str:
+    total = cmp.geomean_ratio()
+    if not math.isfinite(total):
+        return "Geometric mean time ratio: no comparable time pairs."
+    per_phase = ", ".join(
+        f"{ph} {cmp.geomean_ratio(ph):.3f}×"
+        for ph in schema.TIMED_PHASES
+        if math.isfinite(cmp.geomean_ratio(ph))
+    )
+    return (f"Geometric mean time ratio (candidate/baseline) over {len(cmp.time_pairs())} "
+            f"comparable time pairs: {total:.3f}× ({per_phase})")
+
+
+def _floors_text(floors: dict[str, float], fmt: Callable[[float], str],
+                 devices: list[str]) -> str:
+    return ", ".join(f"{fmt(floors.get(d, floors.get('cpu', 0.0)))} ({d})"
+                     for d in devices)
+
+
+def _rule_line(cmp: Comparison) -> str:
+    devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
+    floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
+              if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
+    return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
+            "(hierarchical bootstrap: processes, then samples within them; seed "
+            f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
+            f"{floors}; memory regression = peak > "
+            f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
+            f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.")
+
+
+def to_markdown(cmp: Comparison) -> str:
+    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
+    that matter, and the unchanged ones folded in a ``<details>`` block."""
+    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
+        cmp.state]
+    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
+    lines = [
+        "## snnbench compare",
+        "",
+        f"{icon} **{cmp.verdict}**",
+        "",
+        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
+        + _counts_text(cmp) + ".",
+        "",
+        _geomean_line(cmp),
+        "",
+        _rule_line(cmp),
+        "",
+    ]
+    if cmp.warnings:
+        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
+    shown = [p for p in cmp.pairs if p.mark not in QUIET_MARKS]
+    if shown:
+        lines += [pairs_table(shown).to_markdown(), ""]
+    rest = [p for p in cmp.pairs if p.mark in QUIET_MARKS]
+    if rest:
+        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
+                  "", pairs_table(rest).to_markdown(), "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def to_json(cmp: Comparison) -> str:
+    """The whole comparison as JSON (NaN written as null)."""
+    geo = cmp.geomean_ratio()
+    doc = {
+        "baseline": str(cmp.baseline),
+        "candidate": str(cmp.candidate),
+        "baseline_run_id": cmp.baseline_run_id,
+        "candidate_run_id": cmp.candidate_run_id,
+        "environments": list(cmp.environments) if cmp.environments else None,
+        "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
+                 "confidence": 1.0 - cmp.alpha, "method": "hierarchical bootstrap",
+                 "resamples": gate.RESAMPLES, "seed": cmp.seed,
+                 "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
+                 "min_samples": MIN_SAMPLES},
+        "state": cmp.state,
+        "exit_code": cmp.exit_code,
+        "verdict": cmp.verdict,
+        "one_process": cmp.one_process,
+        "replicates_needed": cmp.replicates_needed,
+        "geomean_time_ratio": geo if math.isfinite(geo) else None,
+        "compared_time_pairs": len(cmp.time_pairs()),
+        "counts": cmp.counts(),
+        "warnings": cmp.warnings,
+        "pairs": [p.as_dict() for p in cmp.pairs],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+_SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
+_SHORT_TEST = {"threshold": "thr", "none": "n/a"}
+_STYLES = {
+    "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
+    "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
+    "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
+}
+
+
+def terminal_pairs_table(pairs: Iterable[Pair], fields: Iterable[str]) -> Table:
+    """The terminal's compact pairs table: short names, two-decimal ratios, notes numbered
+    as footnotes; ``fields`` are the case fields shown in the case column."""
+    table = Table(["mark", "adapter", "case", "what", "baseline", "candidate", "×", "interval",
+                   "#"], [])
+    notes = Footnotes()
+    for p in _by_mark(pairs):
+        if p.metric:
+            what = f"{_SHORT_PHASE.get(p.phase, p.phase)} {metric_info(p.metric).short_label}"
+        else:
+            what = "status"
+        before, after = _sides(p)
+        test = p.interval_text or _SHORT_TEST.get(p.test, "")
+        table.add_row([p.mark.replace("_", " "), p.label, _case_of(p, fields), what, before,
+                       after, f"{p.ratio:.2f}" if math.isfinite(p.ratio) else "", test,
+                       notes.mark(p.note)], style=_STYLES.get(p.mark, ""))
+    table.footnotes = notes.notes
+    return table
+
+
+def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
+    """A rich renderable (verdict, warnings, table) for the terminal.
+
+    Unchanged/informational pairs are left out unless ``show_all``.
+    """
+    parts: list[RenderableType] = []
+    style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow",
+             "nothing comparable": "bold yellow"}[cmp.state]
+    parts.append(Text(cmp.verdict, style=style))
+    parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
+    parts.append(Text(_geomean_line(cmp)))
+    parts.append(Text(_rule_line(cmp), style="dim"))
+    for w in cmp.warnings:
+        parts.append(Text(f"warning: {w}", style="yellow"))
+    shown = [p for p in cmp.pairs if show_all or p.mark not in QUIET_MARKS]
+    if shown:
+        # fields equal on every shown row go into one line above the table: narrow terminals
+        varying = _varying(shown)
+        constant = [f for f, _ in _CASE_FIELDS if f not in varying]
+        if constant:
+            parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
+        table = terminal_pairs_table(shown, varying)
+        parts.append(table_to_rich(table, Look(compact=True, no_wrap=True,
+                                               collapse_padding=True)))
+        parts += [Text(line) for line in Footnotes.numbered(table.footnotes)]
+    hidden = len(cmp.pairs) - len(shown)
+    if hidden:
+        parts.append(Text(f"{hidden} unchanged or informational pairs not shown", style="dim"))
+    return Group(*parts)
+
+
+def format_comparison(cmp: Comparison, fmt: OutputFormat = "text", width: int = 160) -> str:
+    """Render as ``text`` (the rich table as plain text), ``md`` or ``json``."""
+    if fmt == "md":
+        return to_markdown(cmp)
+    if fmt == "json":
+        return to_json(cmp)
+    if fmt == "text":
+        buffer = io.StringIO()
+        Console(file=buffer, width=width, no_color=True, force_terminal=False).print(to_rich(cmp))
+        return buffer.getvalue()
+    raise ValueError(f"unknown format {fmt!r} (text, md, json)")
+
+
+def render(cmp: Comparison, fmt: str, console: Console) -> None:
+    """Print a comparison for the CLI: ``text`` as a rich table on ``console``; ``md`` and
+    ``json`` written verbatim to the console's file (no wrapping, no markup), so that
+    ``>> $GITHUB_STEP_SUMMARY`` or ``| jq`` get exactly :func:`to_markdown` / :func:`to_json`.
+    """
+    if fmt == "text":
+        console.print(to_rich(cmp))
+    elif fmt in ("md", "json"):
+        console.file.write((to_markdown(cmp) if fmt == "md" else to_json(cmp)) + "\n")
+        console.file.flush()
+    else:
+        raise ValueError(f"unknown format {fmt!r} (text, md, json)")
+
