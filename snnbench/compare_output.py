@@ -21,6 +21,7 @@ from snnbench.compare import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
 from snnbench.metrics import format_bytes, format_seconds, format_value
 from snnbench.metrics import metric as metric_info
 from snnbench.render import Footnotes, Table
+from snnbench.render.formats import markdown
 from snnbench.render.terminal import Look
 from snnbench.render.terminal import to_rich as table_to_rich
 
@@ -153,11 +154,11 @@ def to_markdown(cmp: Comparison) -> str:
         lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
     shown = [p for p in cmp.pairs if p.mark not in QUIET_MARKS]
     if shown:
-        lines += [pairs_table(shown).to_markdown(), ""]
+        lines += [markdown(pairs_table(shown)), ""]
     rest = [p for p in cmp.pairs if p.mark in QUIET_MARKS]
     if rest:
         lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
-                  "", pairs_table(rest).to_markdown(), "", "</details>", ""]
+                  "", markdown(pairs_table(rest)), "", "</details>", ""]
     return "\n".join(lines)
 
 

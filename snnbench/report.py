@@ -26,7 +26,7 @@ from snnbench import plots, schema, targets
 from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.render import Table
-from snnbench.render.formats import html_page
+from snnbench.render.formats import html_page, html_table, markdown
 from snnbench.rundir import Run, adapter_label, load_run
 from snnbench.storage import (
     atomic_write_bytes,
@@ -377,26 +377,26 @@ def _markdown(page: _Page, out: Path) -> str:
     goals, overhead = page.goals, page.overhead
     parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
              *(f"{line}  " for line in overhead), "",
-             "## Environment", "", env.to_markdown(), ""]
+             "## Environment", "", markdown(env), ""]
     if not sections:
         parts += ["No case finished ok: there is nothing to plot.", ""]
     for title, images, pivot in sections:
         parts += [f"## {title}", ""]
         if pivot.rows:
             parts += ["Median step time (forward + backward); in brackets the speed-up over torch.",
-                      "", pivot.to_markdown(), ""]
+                      "", markdown(pivot), ""]
         for caption, path in images:
             parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
     if goals.rows:
         parts += ["## Fused backend against its targets", "", _GOALS_NOTE, "",
-                  goals.to_markdown(), ""]
-    parts += ["## Timing", "", timing.to_markdown(), ""]
+                  markdown(goals), ""]
+    parts += ["## Timing", "", markdown(timing), ""]
     if metrics.rows:
-        parts += ["## Other metrics per case", "", metrics.to_markdown(), ""]
+        parts += ["## Other metrics per case", "", markdown(metrics), ""]
     parts += ["## Cases that did not finish ok", ""]
-    parts += [problems.to_markdown() if problems.rows else "None.", ""]
+    parts += [markdown(problems) if problems.rows else "None.", ""]
     if warns.rows:
-        parts += ["## Measurement warnings", "", warns.to_markdown(), ""]
+        parts += ["## Measurement warnings", "", markdown(warns), ""]
     return "\n".join(parts)
 
 
@@ -407,27 +407,27 @@ def _html(page: _Page) -> str:
     esc = html.escape
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
             *(f"<p>{esc(line)}</p>" for line in overhead),
-            "<h2>Environment</h2>", env.to_html()]
+            "<h2>Environment</h2>", html_table(env)]
     if not sections:
         body.append("<p>No case finished ok: there is nothing to plot.</p>")
     for title, images, pivot in sections:
         body.append(f"<h2>{esc(title)}</h2>")
         if pivot.rows:
             body += ["<p>Median step time (forward + backward); in brackets the speed-up over "
-                     "torch.</p>", pivot.to_html()]
+                     "torch.</p>", html_table(pivot)]
         for caption, path in images:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{esc(caption)}</figcaption></figure>")
     if goals.rows:
         body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(_GOALS_NOTE)}</p>",
-                 goals.to_html()]
-    body += ["<h2>Timing</h2>", timing.to_html()]
+                 html_table(goals)]
+    body += ["<h2>Timing</h2>", html_table(timing)]
     if metrics.rows:
-        body += ["<h2>Other metrics per case</h2>", metrics.to_html()]
+        body += ["<h2>Other metrics per case</h2>", html_table(metrics)]
     body.append('<h2 class="bad">Cases that did not finish ok</h2>')
-    body.append(problems.to_html() if problems.rows else "<p>None.</p>")
+    body.append(html_table(problems) if problems.rows else "<p>None.</p>")
     if warns.rows:
-        body += ["<h2>Measurement warnings</h2>", warns.to_html()]
+        body += ["<h2>Measurement warnings</h2>", html_table(warns)]
     return html_page(f"snnbench report {run.run_id}", "".join(body))
 

@@ -17,6 +17,7 @@ import pandas as pd
 from snnbench.metrics import format_value
 from snnbench.preflight import BUSY_CORES
 from snnbench.render import Table
+from snnbench.render.formats import render
 from snnbench.schema import TIMED_PHASES
 
 if TYPE_CHECKING:
@@ -222,4 +223,4 @@ def _spreads(row: pd.Series) -> str:
 
 def format_table(run: Run, fmt: Literal["md", "text"] = "text") -> str:
     """:func:`summary_table` rendered as Markdown (``md``) or aligned plain text (``text``)."""
-    return summary_table(run).render(fmt)
+    return render(summary_table(run), fmt)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from snnbench import plots, schema
+from snnbench.render.formats import html_table, markdown, text
 from snnbench.report import Table, format_table, report, summary_table
 from snnbench.rundir import RunDirError, load_run
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
@@ -150,17 +151,17 @@ def test_format_table_values(tmp_path: Path) -> None:
     by_adapter = {row[0]: row for row in table.rows}
     assert by_adapter["torch"][4:8] == ["1.5 ms", "500 µs", "33.3%", "3"]
     assert by_adapter["norse"][9:] == ["mismatch", "spike match 0.91 < 0.999"]
-    text = format_table(run, "text")
-    assert text.splitlines()[0].startswith("adapter  variant  case")
+    as_text = format_table(run, "text")
+    assert as_text.splitlines()[0].startswith("adapter  variant  case")
     md = format_table(run, "md")
     assert md.splitlines()[1].startswith("|---|")
 
 
 def test_table_renderers() -> None:
     t = Table(["a", "b"], [["x|y", "<b>"]])
-    assert t.to_markdown().splitlines()[2] == "| x\\|y | <b> |"
-    assert "<td>&lt;b&gt;</td>" in t.to_html()
-    assert t.to_text().splitlines() == ["a    b", "---  ---", "x|y  <b>"]
+    assert markdown(t).splitlines()[2] == "| x\\|y | <b> |"
+    assert "<td>&lt;b&gt;</td>" in html_table(t)
+    assert text(t).splitlines() == ["a    b", "---  ---", "x|y  <b>"]
 
 
 def test_log_axis_rule() -> None:

@@ -47,31 +47,6 @@ class Table:
         """The rows as header → cell mappings (for JSON)."""
         return [dict(zip(self.headers, row, strict=True)) for row in self.rows]
 
-    # the three renderers the report and the tests call by name; see snnbench.render.formats
-    def to_markdown(self) -> str:
-        """GitHub-flavoured Markdown (pipes in cells escaped)."""
-        from snnbench.render.formats import markdown
-
-        return markdown(self)
-
-    def to_text(self) -> str:
-        """Plain text with columns aligned by spaces (for terminals and logs)."""
-        from snnbench.render.formats import text
-
-        return text(self)
-
-    def to_html(self) -> str:
-        """An HTML ``<table>`` with escaped cells."""
-        from snnbench.render.formats import html_table
-
-        return html_table(self)
-
-    def render(self, fmt: str) -> str:
-        """Render in one of :data:`snnbench.render.formats.FORMATS` (``md``, ``text``, ...)."""
-        from snnbench.render.formats import render
-
-        return render(self, fmt)
-
 
 @dataclass
 class Document:
