@@ -368,10 +368,9 @@ def run(
     SIGINT (Ctrl-C) or SIGTERM stops it: finished cases are kept, running workers are killed
     and 'snnbench run --resume --out DIR' finishes it, with any executor.
     """
-    from snnbench.contract import CaseRecord, Job
+    from snnbench.contract import CaseRecord, Job, adapter_label
     from snnbench.executors import ExecutorSettings
     from snnbench.lifeline import terminate_as_interrupt, termination_signal
-    from snnbench.rundir import adapter_label
     from snnbench.runner import start_run
 
     run_overrides: dict[str, Any] = {}

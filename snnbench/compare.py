@@ -66,12 +66,13 @@ import pandas as pd
 from snnbench import gate, schema
 from snnbench.compare_warnings import manifest_warnings as manifest_warnings
 from snnbench.compare_warnings import placement_warnings
+from snnbench.contract import adapter_label
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
 from snnbench.metrics import format_value
 from snnbench.metrics import metric as metric_info
 from snnbench.overhead import PROBES
-from snnbench.rundir import Run, RunDirError, adapter_label, load_run
+from snnbench.rundir import Run, RunDirError, load_run
 
 Mark = Literal[
     "new_failure",

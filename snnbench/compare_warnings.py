@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench.rundir import Run
+from snnbench.storage import Run
 
 
 def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:

@@ -33,9 +33,10 @@ from typing import Any, Literal
 import numpy as np
 
 from snnbench import metrics, schema
+from snnbench.contract import adapter_label
 from snnbench.errors import UserError
 from snnbench.overhead import PROBES
-from snnbench.rundir import Run, RunDirError, adapter_label, load_run
+from snnbench.rundir import Run, RunDirError, load_run
 
 XAxis = Literal["date", "version", "commit"]
 X_AXES: tuple[str, ...] = ("date", "version", "commit")

@@ -20,12 +20,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from snnbench.contract import adapter_label
 from snnbench.metrics import byte_unit, time_unit
-from snnbench.rundir import adapter_label
+from snnbench.schema import FLOOR
 
 #: a value range wider than this (max/min) is drawn on a log axis
 LOG_RANGE = 30.0
-FLOOR = "floor"
 REFERENCE = "torch"
 _DPI = 110
 

@@ -23,26 +23,21 @@ import numpy as np
 import pandas as pd
 
 from snnbench import plots, schema, targets
+from snnbench.contract import adapter_label
 from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table, markdown
-from snnbench.rundir import Run, adapter_label, load_run
+from snnbench.rundir import load_run
+from snnbench.schema import FLOOR, GROUP_COLUMNS, group_title
 from snnbench.storage import (
+    Run,
     atomic_write_bytes,
     claim_folder,
     record_written,
     written_by_snnbench,
 )
-from snnbench.tables import (
-    FLOOR,
-    GROUP_COLUMNS,
-    case_text,
-    format_table,
-    group_title,
-    reading_order,
-    summary_table,
-)
+from snnbench.tables import case_text, format_table, reading_order, summary_table
 
 #: the report's tables; the timing table, the table model and the metric formatters stay
 #: importable from here, where callers have always found them

@@ -52,6 +52,7 @@ from snnbench.schema import (
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
 )
+from snnbench.storage import Run as Run  # long imported from here
 from snnbench.storage import samples_frame, summary_frame
 from snnbench.storage import with_added_columns as with_added_columns  # long imported from here
 
@@ -276,41 +277,6 @@ class RunFolder:
         with atomic_path(self.path / SUMMARY_CSV) as tmp:
             summary.to_csv(tmp, index=False)
         return summary
-
-
-@dataclass
-class Run:
-    """One run folder, loaded.
-
-    ``summary`` has every column of :data:`snnbench.SUMMARY_COLUMNS` (text columns with ""
-    for missing values, numeric columns as floats/ints with NaN). ``samples`` is None when the run
-    kept no raw samples.
-    """
-
-    path: Path
-    manifest: dict[str, Any]
-    summary: pd.DataFrame
-    samples: pd.DataFrame | None
-
-    @property
-    def run_id(self) -> str:
-        """The run's id from the manifest (the folder name when the manifest has none)."""
-        return str(self.manifest.get("run_id") or self.path.name)
-
-    @property
-    def gpu_names(self) -> list[str]:
-        """GPU model names from the manifest (empty on a machine without GPU)."""
-        return [str(g.get("name", "?")) for g in _gpus(self.manifest)]
-
-    @property
-    def gpu_drivers(self) -> list[str]:
-        """GPU driver versions from the manifest, one per GPU."""
-        return [str(g.get("driver", "?")) for g in _gpus(self.manifest)]
-
-
-def _gpus(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    gpus = manifest.get("gpus") or []
-    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
 
 
 def _read_table(path: Path, what: str) -> pd.DataFrame:

@@ -6,7 +6,7 @@ Consumers (``report``, ``compare``, CI scripts) depend on these names; bump
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from snnbench.metrics import UNITS
 
@@ -203,3 +203,15 @@ SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
     "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision",
 )
+
+#: the GEMM floor's adapter (not a library): its rows come last in a group
+FLOOR: Final = "floor"
+
+#: case columns that, apart from neurons and the adapter, define one group of comparable rows
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
+
+
+def group_title(row: Any) -> str:
+    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group."""
+    return (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
+            f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")

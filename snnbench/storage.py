@@ -9,6 +9,7 @@ or the new complete file. Nothing here is pickled: results are plain data.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +365,38 @@ def with_added_columns(frame: pd.DataFrame,
         if column in columns and column not in frame.columns:
             frame[column] = default
     return frame
+
+
+@dataclass
+class Run:
+    """One run folder, loaded (:func:`snnbench.rundir.load_run`).
+
+    ``summary`` has every column of :data:`snnbench.SUMMARY_COLUMNS` (text columns with ""
+    for missing values, numeric columns as floats/ints with NaN). ``samples`` is None when the run
+    kept no raw samples.
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    summary: pd.DataFrame
+    samples: pd.DataFrame | None
+
+    @property
+    def run_id(self) -> str:
+        """The run's id from the manifest (the folder name when the manifest has none)."""
+        return str(self.manifest.get("run_id") or self.path.name)
+
+    @property
+    def gpu_names(self) -> list[str]:
+        """GPU model names from the manifest (empty on a machine without GPU)."""
+        return [str(g.get("name", "?")) for g in _gpus(self.manifest)]
+
+    @property
+    def gpu_drivers(self) -> list[str]:
+        """GPU driver versions from the manifest, one per GPU."""
+        return [str(g.get("driver", "?")) for g in _gpus(self.manifest)]
+
+
+def _gpus(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    gpus = manifest.get("gpus") or []
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []

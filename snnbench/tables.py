@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
+from snnbench.contract import adapter_label
 from snnbench.metrics import format_value
 from snnbench.preflight import BUSY_CORES
 from snnbench.render import Table
 from snnbench.render.formats import render
+from snnbench.schema import FLOOR as FLOOR
+from snnbench.schema import GROUP_COLUMNS as GROUP_COLUMNS
 from snnbench.schema import TIMED_PHASES
-
-if TYPE_CHECKING:
-    from snnbench.rundir import Run
-
-#: the GEMM floor's adapter: its rows come last in a group
-FLOOR = "floor"
+from snnbench.schema import group_title as group_title
+from snnbench.storage import Run, with_added_columns
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
 #: a case whose GPU clock fell while it was timed (the warning column says how far, and why)
@@ -35,16 +34,6 @@ NOISE_HINT = (
 )
 #: a case timed while other processes kept this many cores busy (snnbench.preflight)
 BUSY_NOTE = "busy machine: other processes used {:.1f} cores while it was timed"
-
-#: case columns that, apart from neurons and the adapter, define one group of comparable rows
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
-
-
-def group_title(row: Any) -> str:
-    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group."""
-    return (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
-            f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")
-
 
 HEADERS: tuple[str, ...] = (
     "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "surrogate", "slope",
@@ -84,8 +73,6 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     Times are medians in milliseconds with IQR/median as ±%; the note column carries the
     message of a non-ok case or the noise warning of an ok one.
     """
-    from snnbench.rundir import adapter_label, with_added_columns
-
     keys = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
             "reset", "case_id", "environment"]
     rows: list[tuple[str, ...]] = []
@@ -178,8 +165,6 @@ def summary_table(
     A run with replicates (``--replicates``) adds "between / within": the spread of the
     replicates' medians and the typical spread inside one process, both over the median.
     """
-    from snnbench.rundir import adapter_label
-
     frame = run.summary
     replicated = bool((pd.to_numeric(frame["replicates"], errors="coerce") > 1).any())
     timed = (frame["metric"] == metric) & frame["phase"].isin(list(phases))

@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from snnbench.contract import adapter_label
 from snnbench.overhead import is_probe
-from snnbench.rundir import adapter_label
-from snnbench.tables import FLOOR, GROUP_COLUMNS, group_title
+from snnbench.schema import FLOOR, GROUP_COLUMNS, group_title
 
 #: adapters that are not libraries being compared: ours, and the GEMM-only floor
 FUSED = "fused"

@@ -17,10 +17,9 @@ from typing import Any
 from rich.console import Console
 
 from snnbench.config import RunConfig, RunSettings
-from snnbench.contract import CaseRecord
+from snnbench.contract import CaseRecord, adapter_label
 from snnbench.executors.local import run_in_folder
 from snnbench.registry import discover
-from snnbench.rundir import adapter_label
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
 from snnbench.sweep.jobs import environment_failure, make_job, parent_record, static_skip_reason
