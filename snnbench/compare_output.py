@@ -17,13 +17,13 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from snnbench import gate, schema
-from snnbench.compare import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
 from snnbench.metrics import format_bytes, format_seconds, format_value
 from snnbench.metrics import metric as metric_info
 from snnbench.render import Footnotes, Table
 from snnbench.render.formats import markdown
 from snnbench.render.terminal import Look
 from snnbench.render.terminal import to_rich as table_to_rich
+from snnbench.verdict import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
 
 OutputFormat = Literal["text", "md", "json"]
 #: marks left out of the terminal view unless asked, and folded away in Markdown
@@ -41,7 +41,7 @@ def _sides(p: Pair) -> tuple[str, str]:
 
 
 def _by_mark(pairs: Iterable[Pair]) -> list[Pair]:
-    """Pairs in :data:`~snnbench.compare.MARK_ORDER` (worst first), stable within a mark."""
+    """Pairs in :data:`~snnbench.verdict.MARK_ORDER` (worst first), stable within a mark."""
     order = {m: i for i, m in enumerate(MARK_ORDER)}
     return sorted(pairs, key=lambda p: order[p.mark])
 
