@@ -737,8 +737,8 @@ def verify(
         request, console=err_console,
         notify=lambda line: err_console.print(escape(line), highlight=False))
     from snnbench.render.terminal import Look, print_document
-    from snnbench.verify_cmd import VERIFY_HEADERS, exit_code, verify_rows
-    from snnbench.views import verify_document
+    from snnbench.verify_cmd import exit_code
+    from snnbench.views import VERIFY_HEADERS, verify_document, verify_rows
 
     status_col = VERIFY_HEADERS.index("status")
     doc, checked = verify_document(verify_rows(rows), precision)
@@ -904,8 +904,7 @@ def history(
     from different machines are never drawn on one line: pick one with --machine, or
     --per-machine.
     """
-    from snnbench.history import X_AXES, collect
-    from snnbench.history_site import write_site
+    from snnbench.history import X_AXES, collect, write_site
 
     if x not in X_AXES:
         fail(f"--x must be {', '.join(X_AXES)}, got {x!r}")

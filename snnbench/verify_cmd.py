@@ -8,7 +8,6 @@ config the checks are the networks that config runs, each as ``run`` checks it b
 
 from __future__ import annotations
 
-import math
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,15 +24,7 @@ from snnbench.storage import record_written
 from snnbench.sweep.jobs import environment_failure, make_job, parent_record, static_skip_reason
 from snnbench.sweep.messages import NotifyCallback
 from snnbench.sweep.tasks import Task, build_environments, plan_tasks, resolve_device
-from snnbench.tables import spike_match_text
 from snnbench.verify import verification_spec
-
-#: a column holding one value on every row is shown once, in the table's title
-VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "var", "reset", "detach", "n", "T", "B", "L", "dtype", "surrogate", "slope",
-    "bias", "input", "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW",
-    "cos db", "note",
-)
 
 
 @dataclass(frozen=True)
@@ -158,40 +149,6 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
     if reason:
         return parent_record(job, "skipped", reason, adapter.library)
     return run_in_folder(job, tmp / "jobs", tmp / "logs")
-
-
-def _fmt(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return format(value, fmt)
-
-
-def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
-    """Display rows for :data:`VERIFY_HEADERS`."""
-    rows: list[tuple[str, ...]] = []
-    for r in records:
-        spec = r.spec
-        eq = r.equivalence or {}
-        declared = ""
-        if r.exact_dynamics is not None:
-            # what the adapter claims: both exact, exact spikes only, or neither
-            if r.exact_dynamics and r.exact_gradient:
-                declared = "both"
-            else:
-                declared = "spikes" if r.exact_dynamics else "neither"
-        rows.append((
-            adapter_label(r.adapter, "", r.environment.name), r.variant, spec.reset,
-            "yes" if spec.detach_reset else "no", str(spec.neurons), str(spec.time_steps),
-            str(spec.batch_size), str(spec.layers), spec.dtype, spec.surrogate,
-            f"{spec.surrogate_slope:g}", "yes" if spec.bias else "no", spec.input_kind, r.device,
-            declared, r.status,
-            spike_match_text(float(eq["spike_match"])) if eq else "",
-            "" if not eq else ("none" if eq.get("first_diff_step") is None
-                               else str(eq["first_diff_step"])),
-            _fmt(eq.get("grad_cosine"), ".6f"), _fmt(eq.get("grad_max_rel_err"), ".1e"),
-            _fmt(eq.get("bias_grad_cosine"), ".6f"), r.message,
-        ))
-    return rows
 
 
 def exit_code(records: list[CaseRecord]) -> int:

@@ -7,13 +7,23 @@ Each function turns data the library produced into :class:`snnbench.render.Table
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from snnbench.contract import CaseRecord, adapter_label
 from snnbench.render import Document, Footnotes, Table, count_groups
+from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE, spike_match_text
 
 #: statuses of cases that did not run (for a reason, not a failure): listed apart, grouped
 NOT_RUN: tuple[str, ...] = ("skipped", "unavailable")
+
+#: a column holding one value on every row is shown once, in the table's title
+VERIFY_HEADERS: tuple[str, ...] = (
+    "adapter", "var", "reset", "detach", "n", "T", "B", "L", "dtype", "surrogate", "slope",
+    "bias", "input", "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW",
+    "cos db", "note",
+)
 
 
 def adapters_table(results: list[dict[str, Any]], version: str) -> Table:
@@ -82,8 +92,6 @@ def run_document(run_name: str, rows: list[tuple[str, ...]]) -> Document:
 
     ``rows`` are :func:`snnbench.tables.case_rows` for :data:`snnbench.tables.HEADERS`.
     """
-    from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE
-
     col = {name: HEADERS.index(name) for name in HEADERS}
     notes = Footnotes()
     cases: dict[str, list[tuple[str, ...]]] = {}
@@ -133,9 +141,7 @@ def verify_document(rows: list[tuple[str, ...]],
                     precision: str) -> tuple[Document, list[tuple[str, ...]]]:
     """``snnbench verify``: the checks that ran as one table (columns with one value on every
     row go to its title), notes below, the checks not made grouped underneath; and the rows
-    of the checks that ran. ``rows`` are :func:`snnbench.verify_cmd.verify_rows`."""
-    from snnbench.verify_cmd import VERIFY_HEADERS
-
+    of the checks that ran. ``rows`` are :func:`verify_rows`."""
     status_col = VERIFY_HEADERS.index("status")
     checked = [r for r in rows if r[status_col] not in NOT_RUN]
     # columns with one value on every row go to the title, so the table fits 80 columns
@@ -155,3 +161,37 @@ def verify_document(rows: list[tuple[str, ...]],
     doc = Document(tables=[table] if checked else [], footnotes=notes.notes)
     doc.tail = not_run_lines(rows, status_col, "not checked ({} checks):")
     return doc, checked
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return format(value, fmt)
+
+
+def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
+    """Display rows for :data:`VERIFY_HEADERS`."""
+    rows: list[tuple[str, ...]] = []
+    for r in records:
+        spec = r.spec
+        eq = r.equivalence or {}
+        declared = ""
+        if r.exact_dynamics is not None:
+            # what the adapter claims: both exact, exact spikes only, or neither
+            if r.exact_dynamics and r.exact_gradient:
+                declared = "both"
+            else:
+                declared = "spikes" if r.exact_dynamics else "neither"
+        rows.append((
+            adapter_label(r.adapter, "", r.environment.name), r.variant, spec.reset,
+            "yes" if spec.detach_reset else "no", str(spec.neurons), str(spec.time_steps),
+            str(spec.batch_size), str(spec.layers), spec.dtype, spec.surrogate,
+            f"{spec.surrogate_slope:g}", "yes" if spec.bias else "no", spec.input_kind, r.device,
+            declared, r.status,
+            spike_match_text(float(eq["spike_match"])) if eq else "",
+            "" if not eq else ("none" if eq.get("first_diff_step") is None
+                               else str(eq["first_diff_step"])),
+            _fmt(eq.get("grad_cosine"), ".6f"), _fmt(eq.get("grad_max_rel_err"), ".1e"),
+            _fmt(eq.get("bias_grad_cosine"), ".6f"), r.message,
+        ))
+    return rows
