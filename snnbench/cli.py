@@ -194,7 +194,8 @@ def list_adapters(
     """
     from snnbench.contract import environment_tag
     from snnbench.libenv import BuildSettings
-    from snnbench.runner import build_requests, select_adapters
+    from snnbench.planning.selection import select_adapters
+    from snnbench.planning.tasks import build_requests
 
     _finite(timeout, "--timeout", low=0)
     entries = discover()
@@ -371,7 +372,7 @@ def run(
     from snnbench.contract import CaseRecord, Job, adapter_label
     from snnbench.executors import ExecutorSettings
     from snnbench.lifeline import terminate_as_interrupt, termination_signal
-    from snnbench.runner import start_run
+    from snnbench.sweep.run import start_run
 
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
@@ -536,7 +537,7 @@ _COMMAND_OPTIONS = {"slurm.setup": (), "slurm.image": "", "slurm.container_args"
 def _refuse_recorded_commands(recorded: Any, given: dict[str, Any], out: Path | None) -> None:
     """A resume that keeps the recorded executor (``--resume --timeout-min 30``) must not run
     the setup, image or address the received manifest names, unless given again."""
-    from snnbench.runner import recorded_commands
+    from snnbench.executors.plugins import recorded_commands
 
     # what the user gives again is theirs; what only the manifest names is not
     stripped = recorded.with_overrides({k: v for k, v in _COMMAND_OPTIONS.items() if k in given})
@@ -600,7 +601,7 @@ def merge(
     For a folder that cluster tasks kept writing into after 'snnbench run' stopped, or that
     was assembled from several machines; 'run' does this by itself as cases finish.
     """
-    from snnbench.runner import merge_run
+    from snnbench.sweep.run import merge_run
 
     count = merge_run(run_dir)
     console.print(f"merged {count} case records into {run_dir}")

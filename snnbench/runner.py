@@ -4,15 +4,16 @@ A crash, abort, hang or out-of-memory kill costs one row, never the sweep: the p
 worker's result file, and when there is none it classifies the exit (timeout, signal, exit
 code) into a status with a message.
 
-The work lives in :mod:`snnbench.sweep`, one job per module; this module is its face, the
+The work lives in :mod:`snnbench.planning` (what to run) and :mod:`snnbench.sweep` (running
+it), one job per module; this module is its face, the
 names callers have long imported from here.
 """
 
 from __future__ import annotations
 
 from snnbench.executors.plugins import recorded_commands
-from snnbench.sweep.execute import clean_work_dir, execute, retry_attempts
-from snnbench.sweep.jobs import (
+from snnbench.planning.jobs import (
+    WAIT_POLICIES,
     environment_failure,
     make_job,
     parent_record,
@@ -20,8 +21,19 @@ from snnbench.sweep.jobs import (
     replicate_order,
     static_record,
     static_skip_reason,
+    thread_env,
 )
-from snnbench.sweep.messages import NotifyCallback, ProgressCallback
+from snnbench.planning.messages import NotifyCallback, ProgressCallback
+from snnbench.planning.selection import Selection, SelectionError, select_adapters
+from snnbench.planning.tasks import (
+    Task,
+    build_environments,
+    build_requests,
+    plan_tasks,
+    resolve_device,
+    with_overhead_probe,
+)
+from snnbench.sweep.execute import clean_work_dir, execute, retry_attempts
 from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
 from snnbench.sweep.run import (
     SweepOutcome,
@@ -32,21 +44,10 @@ from snnbench.sweep.run import (
     refuse_recorded_commands,
     start_run,
 )
-from snnbench.sweep.selection import Selection, SelectionError, select_adapters
-from snnbench.sweep.tasks import (
-    Task,
-    build_environments,
-    build_requests,
-    plan_tasks,
-    resolve_device,
-    with_overhead_probe,
-)
 from snnbench.sweep.threads import (
-    WAIT_POLICIES,
     keep_recorded_threads,
     refuse_changed_threads,
     share_threads,
-    thread_env,
 )
 
 __all__ = [

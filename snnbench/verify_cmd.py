@@ -18,12 +18,12 @@ from rich.console import Console
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord, adapter_label
 from snnbench.executors.local import run_in_folder
+from snnbench.planning.jobs import environment_failure, make_job, parent_record, static_skip_reason
+from snnbench.planning.messages import NotifyCallback
+from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import discover
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
-from snnbench.sweep.jobs import environment_failure, make_job, parent_record, static_skip_reason
-from snnbench.sweep.messages import NotifyCallback
-from snnbench.sweep.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.verify import verification_spec
 
 

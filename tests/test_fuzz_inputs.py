@@ -68,7 +68,7 @@ def _discover() -> None:
 
 @pytest.fixture(scope="module")
 def stubs() -> Iterator[None]:
-    with mock.patch("snnbench.runner.start_run", _start_run), \
+    with mock.patch("snnbench.sweep.run.start_run", _start_run), \
             mock.patch("snnbench.verify_cmd.run_verification", _verification), \
             mock.patch("snnbench.compare.compare", _compare), \
             mock.patch("snnbench.cli.discover", _discover):

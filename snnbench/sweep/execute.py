@@ -12,10 +12,10 @@ from snnbench.contract import CaseRecord, Job
 from snnbench.errors import UserError
 from snnbench.executors import Executor
 from snnbench.lifeline import start_reaper, stop_reaper
+from snnbench.planning.jobs import static_record
+from snnbench.planning.messages import ProgressCallback
 from snnbench.rundir import RunFolder
 from snnbench.schema import JOBS_DIR, RETRY_STATUSES
-from snnbench.sweep.jobs import static_record
-from snnbench.sweep.messages import ProgressCallback
 from snnbench.sweep.plan import Plan
 
 

@@ -17,10 +17,10 @@ from snnbench.contract import Job
 from snnbench.executors import Executor
 from snnbench.libenv import BuiltEnvironment
 from snnbench.manifest import Manifest
+from snnbench.planning.jobs import plan_jobs
+from snnbench.planning.messages import NotifyCallback
+from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import AdapterEntry
-from snnbench.sweep.jobs import plan_jobs
-from snnbench.sweep.messages import NotifyCallback
-from snnbench.sweep.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.sweep.threads import keep_recorded_threads, share_threads
 
 

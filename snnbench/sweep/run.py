@@ -21,19 +21,19 @@ from snnbench.fileio import StorageError, WriteError, interrupted_write
 from snnbench.lifeline import termination_signal
 from snnbench.machines import read_machine_records, write_machine_record
 from snnbench.manifest import Execution, Manifest, ManifestSettings
+from snnbench.planning.jobs import thread_env
+from snnbench.planning.messages import NotifyCallback, ProgressCallback
+from snnbench.planning.tasks import Task
 from snnbench.preflight import NoiseVerdict, Preflight, noise_verdict
 from snnbench.registry import AdapterEntry, discover
 from snnbench.rundir import RunFolder
 from snnbench.schema import FAILED_STATUSES
 from snnbench.sweep.checks import preflight_check
 from snnbench.sweep.execute import execute, retry_attempts
-from snnbench.sweep.messages import NotifyCallback, ProgressCallback
 from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
-from snnbench.sweep.tasks import Task
 from snnbench.sweep.threads import (
     refuse_changed_threads,
     share_threads,
-    thread_env,
 )
 
 

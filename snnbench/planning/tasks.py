@@ -16,10 +16,10 @@ from snnbench.libenv import (
     prepare,
 )
 from snnbench.overhead import NULL
+from snnbench.planning.messages import NotifyCallback, environment_line
+from snnbench.planning.selection import select_adapters
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
-from snnbench.sweep.messages import NotifyCallback, environment_line
-from snnbench.sweep.selection import select_adapters
 
 
 @dataclass(frozen=True)

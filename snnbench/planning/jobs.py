@@ -3,12 +3,42 @@
 
 from __future__ import annotations
 
+import os
+
 from snnbench.adapter import Adapter
 from snnbench.config import RunSettings
 from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, now_utc
+from snnbench.planning.tasks import Task
 from snnbench.registry import AdapterEntry
-from snnbench.sweep.tasks import Task
-from snnbench.sweep.threads import thread_env
+
+#: ``[run] thread_wait`` → OMP_WAIT_POLICY (read by libgomp, which torch's oneDNN and MKL
+#: run on, and by Intel's libiomp); ``library`` sets nothing
+WAIT_POLICIES: dict[str, str] = {"passive": "PASSIVE", "active": "ACTIVE"}
+
+
+def thread_env(threads: int, wait: str = "passive") -> dict[str, str]:
+    """Environment giving every library the same CPU thread count and wait policy.
+
+    Passive waiting by default: with libgomp's default, a thread that finishes its share of a
+    GEMM spins on its core before it sleeps; when another process holds the core its
+    team-mate needs, the team-mate gets a core back only at a scheduler tick (4 ms at HZ=250),
+    so times came in steps of 4-8 ms. A sleeping thread frees its core at once
+    (benchmarks/cpu_contention.py, docs/methodology.md).
+    """
+    env = {name: str(threads) for name in (
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    )}
+    if wait in WAIT_POLICIES:
+        env["OMP_WAIT_POLICY"] = WAIT_POLICIES[wait]
+    env["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "")
+        + f" --xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}"
+        + f" intra_op_parallelism_threads={threads}"
+    ).strip()
+    # JAX must not grab 75 % of the GPU up front: peaks would read as the preallocation
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
 
 
 def make_job(
