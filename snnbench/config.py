@@ -41,6 +41,10 @@ SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkS
 CHOICE_VARIABLES: dict[str, tuple[str, ...]] = {"SNNBENCH_FUSED_CPU_GEMM": ("onednn", "blas")}
 
 
+#: the defaults of the sampling settings, which ``[run]`` shares with every worker
+_MEASURE = MeasureSettings()
+
+
 class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message is one line naming the problem."""
 
@@ -51,16 +55,14 @@ class RunSettings:
 
     adapters: tuple[str, ...] = ("all",)
     device: str = "auto"
-    repeats: int = 9
-    max_repeats: int = 200
-    min_time_s: float = 0.5
-    warmup: int = 2
-    warmup_s: float = 0.2
-    #: warm-up goes on past the minimum until the GPU is at boost or the step time is stable,
-    #: for at most this many seconds in all
-    warmup_max_s: float = 2.0
-    #: most iterations one timed sample may hold (blocked samples for short cases; 1: never)
-    max_block: int = 1000
+    #: the sampling settings: their meaning and defaults are MeasureSettings' (snnbench.sampling)
+    repeats: int = _MEASURE.repeats
+    max_repeats: int = _MEASURE.max_repeats
+    min_time_s: float = _MEASURE.min_time_s
+    warmup: int = _MEASURE.warmup
+    warmup_s: float = _MEASURE.warmup_s
+    warmup_max_s: float = _MEASURE.warmup_max_s
+    max_block: int = _MEASURE.max_block
     timeout_s: float = 900.0
     #: seconds a worker may spend preparing (library import, first-use extension builds)
     #: before its case starts; the case's own ``timeout_s`` starts after that
@@ -147,11 +149,8 @@ class RunSettings:
     @property
     def measure_settings(self) -> MeasureSettings:
         """The sampling settings a worker applies to every phase."""
-        return MeasureSettings(
-            repeats=self.repeats, max_repeats=self.max_repeats, min_time_s=self.min_time_s,
-            warmup=self.warmup, warmup_s=self.warmup_s, warmup_max_s=self.warmup_max_s,
-            max_block=self.max_block,
-        )
+        return MeasureSettings(**{f.name: getattr(self, f.name)
+                                  for f in dataclasses.fields(MeasureSettings)})
 
     @property
     def resolved_threads(self) -> int:
@@ -289,15 +288,20 @@ def _run_settings(raw: Any, source: str) -> RunSettings:
         raise ConfigError(f"{source}: {exc}") from exc
 
 
-def _network(raw: Any, source: str) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{source}: [network] must be a table")
+def _spec_keys_known(raw: Mapping[Any, Any], table: str, source: str) -> None:
+    """Refuse a key of ``table`` that is no NetworkSpec field."""
     unknown = sorted(str(k) for k in set(raw) - set(SPEC_FIELDS))
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key(s) in [network]: {', '.join(unknown)} "
+            f"{source}: unknown key(s) in {table}: {', '.join(unknown)} "
             f"(known: {', '.join(SPEC_FIELDS)})"
         )
+
+
+def _network(raw: Any, source: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: [network] must be a table")
+    _spec_keys_known(raw, "[network]", source)
     # each value on its own, also one that every [[sweep]] table overrides: it is still
     # recorded in the manifest, so it must be a valid value of its field
     for key, value in raw.items():
@@ -311,12 +315,7 @@ def _network(raw: Any, source: str) -> dict[str, Any]:
 def _sweep_table(raw: Any, source: str) -> dict[str, tuple[Any, ...]]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: each [[sweep]] must be a table")
-    unknown = sorted(str(k) for k in set(raw) - set(SPEC_FIELDS))
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key(s) in [[sweep]]: {', '.join(unknown)} "
-            f"(known: {', '.join(SPEC_FIELDS)})"
-        )
+    _spec_keys_known(raw, "[[sweep]]", source)
     table: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
         values = tuple(value) if isinstance(value, list) else (value,)
