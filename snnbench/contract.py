@@ -239,29 +239,35 @@ class Job:
         if data["schema"] != JOB_SCHEMA:
             raise ContractError(f"{source} has job schema {data.get('schema')!r}; this snnbench "
                                 f"reads {JOB_SCHEMA}")
+        # what a job file may leave out takes the field's default
+        default = {f.name: f.default for f in dataclasses.fields(cls)}
+
+        def given(name: str) -> Any:
+            return data.get(name, default[name])
+
         try:
             return cls(
                 adapter=str(data["adapter"]),
                 variant=str(data["variant"]),
                 device=str(data["device"]),
                 spec=NetworkSpec.from_dict(data["spec"]),
-                result_path=str(data.get("result_path", "")),
-                mode=data.get("mode", "run"),
-                threads=int(data.get("threads", 1)),
-                phases=tuple(data.get("phases", ("forward", "backward", "step"))),
+                result_path=str(given("result_path")),
+                mode=given("mode"),
+                threads=int(given("threads")),
+                phases=tuple(given("phases")),
                 measure=MeasureSettings(**data.get("measure", {})),
-                verify=bool(data.get("verify", True)),
-                verify_time_steps=int(data.get("verify_time_steps", 50)),
-                allow_mismatch=bool(data.get("allow_mismatch", False)),
-                energy=bool(data.get("energy", True)),
-                order=int(data.get("order", 0)),
-                dump_path=str(data.get("dump_path", "")),
-                timeout_s=float(data.get("timeout_s", 900.0)),
-                prepare_timeout_s=float(data.get("prepare_timeout_s", 1800.0)),
+                verify=bool(given("verify")),
+                verify_time_steps=int(given("verify_time_steps")),
+                allow_mismatch=bool(given("allow_mismatch")),
+                energy=bool(given("energy")),
+                order=int(given("order")),
+                dump_path=str(given("dump_path")),
+                timeout_s=float(given("timeout_s")),
+                prepare_timeout_s=float(given("prepare_timeout_s")),
                 env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
                 environment=LibraryEnvironment.from_dict(data.get("environment")),
                 placement=Placement.from_dict(data.get("placement")),
-                replicate=int(data.get("replicate", 0)),
+                replicate=int(given("replicate")),
             )
         except KeyError as exc:
             raise ContractError(f"{source} is not a job: it lacks {exc.args[0]!r}") from exc
@@ -275,11 +281,15 @@ class Job:
     @classmethod
     def read(cls, path: Path) -> Job:
         """Read a job file written by :meth:`write`."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ContractError(f"cannot read job {path}: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(_read_json(path, "cannot read job {path}: {exc}"), source=str(path))
+
+
+def _read_json(path: Path, cannot_read: str) -> Any:
+    """The JSON data in ``path``; else a ContractError, ``cannot_read`` filled with path, exc."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ContractError(cannot_read.format(path=path, exc=exc)) from exc
 
 
 def _opt_float(value: Any) -> float | None:
@@ -429,11 +439,7 @@ class CaseRecord:
     @classmethod
     def read(cls, path: Path) -> CaseRecord:
         """Read a record file; a damaged or foreign one raises :class:`ContractError`."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ContractError(f"cannot read case record {path}: damaged or not JSON "
-                                f"({exc})") from exc
+        data = _read_json(path, "cannot read case record {path}: damaged or not JSON ({exc})")
         return cls.from_dict(data, source=str(path))
 
 
