@@ -367,6 +367,24 @@ def batch_major_network(
     return network
 
 
+
+def batch_major_model(
+    spec: NetworkSpec,
+    data: CaseData,
+    device: str,
+    linears: nn.ModuleList,
+    neurons: list[Any],
+    reset_state: Callable[[Any], Any],
+) -> TorchModel:
+    """The :class:`TorchModel` of :func:`batch_major_network`, its neuron layers in training
+    mode and kept alive with the model."""
+    for neuron in neurons:
+        neuron.train()
+    network = batch_major_network(linears, neurons, reset_state)
+    return TorchModel(
+        network, linears, input_tensor(spec, data, device), device, keep_alive=neurons
+    )
+
 # -- helpers for libraries with a strict spike test, and for torch.compile ---------------------
 
 

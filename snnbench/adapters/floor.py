@@ -37,6 +37,8 @@ from snnbench.spec import (
     NetworkSpec,
 )
 
+from .null import zero_gradients
+
 
 class FloorModel(Model):
     """Runs the case's GEMMs with :mod:`snnbench.fused.gemm`."""
@@ -95,12 +97,7 @@ class FloorModel(Model):
 
     def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
         """Zeros of the gradient shapes: the floor computes no network gradients."""
-        n = self.shape[2]
-        layers = len(self.weights)
-        return (
-            [np.zeros((n, n), dtype=np.float32) for _ in range(layers)],
-            [np.zeros(n, dtype=np.float32) for _ in range(layers)],
-        )
+        return zero_gradients(self.shape[2], len(self.weights))
 
 
 class FloorAdapter(Adapter):

@@ -35,6 +35,13 @@ from snnbench.spec import (
 PROBE_NOTE = "harness probe: does no work, not verified; its time is the harness overhead"
 
 
+def zero_gradients(n: int, layers: int) -> tuple[list[FloatArray], list[FloatArray]]:
+    """Float32 zeros of the weight and bias gradients of ``layers`` Linear(n, n) layers: what a
+    model that computes no network gradients (this probe, the GEMM floor) reports."""
+    return ([np.zeros((n, n), dtype=np.float32) for _ in range(layers)],
+            [np.zeros(n, dtype=np.float32) for _ in range(layers)])
+
+
 class NullModel(Model):
     """A model whose every call returns at once; only :meth:`synchronize` waits (on CUDA)."""
 
@@ -70,9 +77,7 @@ class NullModel(Model):
 
     def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
         """Zeros of the gradient shapes: the probe computes no gradients."""
-        n = self.shape[2]
-        return ([np.zeros((n, n), dtype=np.float32) for _ in range(self.layers)],
-                [np.zeros(n, dtype=np.float32) for _ in range(self.layers)])
+        return zero_gradients(self.shape[2], self.layers)
 
 
 class NullAdapter(Adapter):

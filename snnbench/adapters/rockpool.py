@@ -41,7 +41,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    CaseSkipped,
+    Model,
+    distribution_version,
+)
 from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
@@ -64,12 +71,7 @@ def _import_rockpool_version() -> str:
         import rockpool.nn.modules.torch.lif_neuron_torch  # noqa: F401
     except Exception as exc:  # any import failure makes the adapter unavailable
         raise AdapterUnavailable(f"cannot import rockpool: {type(exc).__name__}: {exc}") from exc
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("rockpool")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return distribution_version("rockpool")
 
 
 def make_spike_function(spec: NetworkSpec) -> Any:
@@ -102,6 +104,15 @@ def make_spike_function(spec: NetworkSpec) -> Any:
     return SpecSurrogateSpike
 
 
+def _frozen_on(lif: Any, device: str) -> Any:
+    """A Rockpool torch neuron layer with no trainable parameter, on ``device``, training."""
+    for p in lif.parameters():
+        p.requires_grad_(False)
+    lif.to(device)
+    lif.train()
+    return lif
+
+
 class RockpoolAdapter(Adapter):
     """Rockpool ``LIFNeuronTorch`` (membrane-only LIF) after ``nn.Linear``."""
 
@@ -128,13 +139,7 @@ class RockpoolAdapter(Adapter):
         _hide_samna()
         from rockpool.nn.modules.torch.lif_neuron_torch import LIFNeuronTorch
 
-        from ._torch_common import (
-            TorchModel,
-            batch_major_network,
-            decay_time_constant,
-            input_tensor,
-            make_linears,
-        )
+        from ._torch_common import batch_major_model, decay_time_constant, make_linears
 
         try:
             tau = decay_time_constant(spec.beta, device)
@@ -157,15 +162,9 @@ class RockpoolAdapter(Adapter):
                 spike_generation_fn=spike_fn,
                 max_spikes_per_dt=1,
             ).to_torch()
-            for p in lif.parameters():
-                p.requires_grad_(False)  # only the Linear layers train, as everywhere
-            lif.to(device)
-            lif.train()
-            lifs.append(lif)
-        network = batch_major_network(linears, lifs, lambda lif: lif.reset_state())
-        return TorchModel(
-            network, linears, input_tensor(spec, data, device), device, keep_alive=lifs
-        )
+            # only the Linear layers train, as everywhere
+            lifs.append(_frozen_on(lif, device))
+        return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_state())
 
 
 class RockpoolExodusAdapter(Adapter):
@@ -216,13 +215,7 @@ class RockpoolExodusAdapter(Adapter):
         import torch
         from rockpool.nn.modules.sinabs.lif_exodus import LIFExodus
 
-        from ._torch_common import (
-            TorchModel,
-            VoltageSurrogate,
-            batch_major_network,
-            input_tensor,
-            make_linears,
-        )
+        from ._torch_common import VoltageSurrogate, batch_major_model, make_linears
 
         syn_decay = 2.0**-EXODUS_SYN_DECAY_EXPONENT
         prescale = 2.0**EXODUS_SYN_DECAY_EXPONENT
@@ -243,11 +236,8 @@ class RockpoolExodusAdapter(Adapter):
             ).to_torch()
             # LIFExodus passes this callable to exodus as surrogate_grad_fn(v_mem, threshold)
             lif.spike_generation_fn = VoltageSurrogate(spec.surrogate, spec.surrogate_slope)
-            for p in lif.parameters():
-                p.requires_grad_(False)  # frozen decays also skip exodus' alpha-gradient kernel
-            lif.to(device)
-            lif.train()
-            lifs.append(lif)
+            # frozen decays also skip exodus' alpha-gradient kernel
+            lifs.append(_frozen_on(lif, device))
 
         class Prescaled(torch.nn.Module):
             """Scale the synaptic input by 2^64 before LIFExodus' 2^-64 synapse (exact)."""
@@ -260,7 +250,6 @@ class RockpoolExodusAdapter(Adapter):
                 return self.neuron(x * prescale)  # type: ignore[no-any-return]
 
         wrapped = [Prescaled(lif) for lif in lifs]
-        network = batch_major_network(linears, wrapped, lambda w: w.neuron.reset_state())
-        return TorchModel(
-            network, linears, input_tensor(spec, data, device), device, keep_alive=wrapped
+        return batch_major_model(
+            spec, data, device, linears, wrapped, lambda w: w.neuron.reset_state()
         )

@@ -121,20 +121,10 @@ class SinabsAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import sinabs.layers as sl
 
-        from ._torch_common import (
-            TorchModel,
-            batch_major_network,
-            input_tensor,
-            make_linears,
-        )
+        from ._torch_common import batch_major_model, make_linears
 
         linears = make_linears(spec, data, device)
         reset_fn = make_reset_fn(spec.reset, spec.detach_reset)
         lifs = [make_sinabs_lif(sl.LIF, spec, device, reset_fn) for _ in range(spec.layers)]
         # reset_states(): sinabs keeps v_mem between calls; each forward is a fresh sequence
-        network = batch_major_network(linears, lifs, lambda lif: lif.reset_states())
-        for lif in lifs:
-            lif.train()
-        return TorchModel(
-            network, linears, input_tensor(spec, data, device), device, keep_alive=lifs
-        )
+        return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_states())

@@ -25,9 +25,7 @@ Limits, from the sinabs-exodus 2.x source (``sinabs/exodus/layers/lif.py``, ``sp
 
 from __future__ import annotations
 
-import importlib.metadata
-
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
 from snnbench.spec import SURROGATES, CaseData, NetworkSpec
 
 INSTALL_HINT = ("needs CUDA torch + nvcc: make gpu-setup, or pip install sinabs-exodus "
@@ -66,10 +64,7 @@ class SinabsExodusAdapter(Adapter):
         reason = exodus_unavailable_reason()
         if reason is not None:
             raise AdapterUnavailable(reason)
-        try:
-            return importlib.metadata.version(self.library)
-        except importlib.metadata.PackageNotFoundError:
-            return "unknown"
+        return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
@@ -98,12 +93,7 @@ class SinabsExodusAdapter(Adapter):
         from sinabs.activation import MembraneSubtract
         from sinabs.exodus.layers import LIF as ExodusLIF
 
-        from ._torch_common import (
-            TorchModel,
-            batch_major_network,
-            input_tensor,
-            make_linears,
-        )
+        from ._torch_common import batch_major_model, make_linears
         from .sinabs import make_sinabs_lif
 
         linears = make_linears(spec, data, device)
@@ -111,9 +101,4 @@ class SinabsExodusAdapter(Adapter):
             make_sinabs_lif(ExodusLIF, spec, device, MembraneSubtract()) for _ in range(spec.layers)
         ]
         # the exodus layer keeps v_mem between calls like sinabs: reset per sequence
-        network = batch_major_network(linears, lifs, lambda lif: lif.reset_states())
-        for lif in lifs:
-            lif.train()
-        return TorchModel(
-            network, linears, input_tensor(spec, data, device), device, keep_alive=lifs
-        )
+        return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_states())
