@@ -18,7 +18,7 @@ from rich.console import Console
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord, adapter_label
 from snnbench.executors.local import run_in_folder
-from snnbench.planning.jobs import environment_failure, make_job, parent_record, static_skip_reason
+from snnbench.planning.jobs import make_job, parent_record, static_adapter_record
 from snnbench.planning.messages import NotifyCallback
 from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import discover
@@ -142,13 +142,8 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
         return parent_record(make_job(task, config.run, None, mode="verify"), "unavailable",
                              str(exc))
     job = make_job(task, config.run, adapter, mode="verify", dump_path=dump_path)
-    if job.environment.error:
-        return parent_record(job, "unavailable", environment_failure(job.environment),
-                             adapter.library)
-    reason = static_skip_reason(adapter, job)
-    if reason:
-        return parent_record(job, "skipped", reason, adapter.library)
-    return run_in_folder(job, tmp / "jobs", tmp / "logs")
+    record = static_adapter_record(job, adapter)
+    return record if record is not None else run_in_folder(job, tmp / "jobs", tmp / "logs")
 
 
 def exit_code(records: list[CaseRecord]) -> int:

@@ -95,6 +95,12 @@ def static_record(job: Job, entries: dict[str, AdapterEntry]) -> CaseRecord | No
         adapter = entries[job.adapter].create()
     except Exception as exc:  # a broken plugin is a row, never a crash
         return parent_record(job, "unavailable", str(exc))
+    return static_adapter_record(job, adapter)
+
+
+def static_adapter_record(job: Job, adapter: Adapter) -> CaseRecord | None:
+    """:func:`static_record` once ``adapter`` is created: ``unavailable`` for an environment
+    that could not be built, ``skipped`` for a spec it cannot honour, else None."""
     if job.environment.error:
         return parent_record(job, "unavailable", environment_failure(job.environment),
                              adapter.library)
