@@ -204,16 +204,22 @@ def _finished_run(out: Path, *extra: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_resume_never_runs_the_setup_a_received_manifest_names(tmp_path: Path) -> None:
-    out, pwned = tmp_path / "run", tmp_path / "PWNED"
+def _received_partial_run_with_setup(out: Path, pwned: Path) -> dict[Path, bytes]:
+    """A finished run whose manifest, as if received, names a Slurm setup that touches
+    ``pwned``, less one case (a partial run: work to do); the bytes of its files."""
     _finished_run(out)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["config"]["executor"]["name"] = "slurm"
     manifest["config"]["executor"]["slurm"].update(
         {"setup": [f"touch {pwned}"], "cluster": "local", "gpus_per_node": 0})
     (out / "manifest.json").write_text(json.dumps(manifest))
-    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()  # a partial run: work to do
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()
+    return {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+def test_resume_never_runs_the_setup_a_received_manifest_names(tmp_path: Path) -> None:
+    out, pwned = tmp_path / "run", tmp_path / "PWNED"
+    before = _received_partial_run_with_setup(out, pwned)
 
     proc = run_cli("run", "--resume", "--out", str(out), env=_env())
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -233,14 +239,7 @@ def test_resume_with_executor_options_alone_runs_no_recorded_setup(tmp_path: Pat
     # it must still not run the setup the received manifest names
     pytest.importorskip("submitit")
     out, pwned = tmp_path / "run", tmp_path / "PWNED"
-    _finished_run(out)
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["config"]["executor"]["name"] = "slurm"
-    manifest["config"]["executor"]["slurm"].update(
-        {"setup": [f"touch {pwned}"], "cluster": "local", "gpus_per_node": 0})
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    next(iter((out / "cases").glob("fake-ok*.json"))).unlink()
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    before = _received_partial_run_with_setup(out, pwned)
 
     proc = run_cli("run", "--resume", "--timeout-min", "10", "--out", str(out), env=_env())
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -117,6 +117,20 @@ def _records(run: Path) -> dict[tuple[str, int], CaseRecord]:
     return {(r.adapter, r.spec.neurons): r for r in records}
 
 
+def _start_two_task_sweep(tmp_path: Path, process_tag: str,
+                          slow: float) -> tuple[Path, subprocess.Popen[str]]:
+    """``snnbench run`` of two slow fake cases, one array task each, one task at a time
+    (the other pending), into ``tmp_path/run``: the folder and the process."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snnbench", "run", *_cli(CLI_SWEEP, tmp_path),
+         "--adapters", "fake-slow",
+         "--neurons", "8,16", "--cases-per-task", "1", "--array-parallelism", "1",
+         "--out", str(run)], env=_env(process_tag, slow), cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return run, proc
+
+
 def _wait_for_case(run: Path, proc: subprocess.Popen[str] | None, adapter: str,
                    timeout: float = 120) -> None:
     """Until a case of ``adapter`` runs (its job folder exists on the shared filesystem)."""
@@ -211,13 +225,7 @@ def test_a_cancelled_sweep_is_lost_not_oom_ends_and_resume_reruns_it(
     cancelled pending tasks left the sweep waiting forever, with a sacct warning per poll.
     Now every case is `lost`, the sweep ends on its own with at most one warning, and
     --resume runs them again."""
-    run = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snnbench", "run", *_cli(CLI_SWEEP, tmp_path),
-         "--adapters", "fake-slow",
-         "--neurons", "8,16", "--cases-per-task", "1", "--array-parallelism", "1",
-         "--out", str(run)], env=_env(process_tag, 100.0), cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run, proc = _start_two_task_sweep(tmp_path, process_tag, 100.0)
     try:
         _wait_for_case(run, proc, "fake-slow")  # one task runs, the other is pending
         arrays = _array_ids(run)
@@ -325,13 +333,7 @@ def test_a_drained_node_finishes_its_case_and_the_wait_is_said_once(
     (said once, with Slurm's reason), and run when the node is resumed."""
     node = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%N"], capture_output=True,
                           text=True, timeout=30).stdout.strip()
-    run = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snnbench", "run", *_cli(CLI_SWEEP, tmp_path),
-         "--adapters", "fake-slow",
-         "--neurons", "8,16", "--cases-per-task", "1", "--array-parallelism", "1",
-         "--out", str(run)], env=_env(process_tag, 0.5), cwd=REPO, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run, proc = _start_two_task_sweep(tmp_path, process_tag, 0.5)
     try:
         _wait_for_case(run, proc, "fake-slow")
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",

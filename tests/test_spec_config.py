@@ -71,21 +71,14 @@ def test_shipped_configs_load() -> None:
 
 def test_config_typos_are_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text("[run]\nrepeets = 3\n")
-    with pytest.raises(ConfigError, match="repeets"):
-        load_config(bad)
-    bad.write_text("[network]\nneuron = 3\n")
-    with pytest.raises(ConfigError, match="neuron"):
-        load_config(bad)
-    bad.write_text("[sweeep]\nneurons = [3]\n")
-    with pytest.raises(ConfigError, match="sweeep"):
-        load_config(bad)
-    bad.write_text("[[sweep]]\nneurons = [0]\n")
-    with pytest.raises(ConfigError, match="neurons"):
-        load_config(bad)
-    bad.write_text("not = [toml")
-    with pytest.raises(ConfigError, match="not valid TOML"):
-        load_config(bad)
+    for text, named in (("[run]\nrepeets = 3\n", "repeets"),
+                        ("[network]\nneuron = 3\n", "neuron"),
+                        ("[sweeep]\nneurons = [3]\n", "sweeep"),
+                        ("[[sweep]]\nneurons = [0]\n", "neurons"),
+                        ("not = [toml", "not valid TOML")):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=named):
+            load_config(bad)
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.toml")
 
