@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
 from snnbench.sampling import MeasureSettings
-from snnbench.schema import STATUSES
+from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError
 
 #: bump when a Job field changes meaning or disappears
@@ -154,7 +154,7 @@ class Job:
     result_path: str = ""
     mode: JobMode = "run"
     threads: int = 1
-    phases: tuple[str, ...] = ("forward", "backward", "step")
+    phases: tuple[str, ...] = TIMED_PHASES
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     verify: bool = True
     #: time steps of the short pre-timing equivalence check (and of the case metrics)

@@ -30,24 +30,29 @@ class MemoryProbe(Protocol):
 
 def current_rss_bytes() -> int:
     """The process's resident set size now."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    rss = _proc_status_bytes("VmRSS")
+    if rss is not None:
+        return rss
     import psutil
 
     return int(psutil.Process().memory_info().rss)
 
 
-def _vm_hwm_bytes() -> int:
+def _proc_status_bytes(field: str) -> int | None:
+    """A size in /proc/self/status (``VmRSS``, ``VmHWM``) in bytes; None where there is none."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def _vm_hwm_bytes() -> int:
+    hwm = _proc_status_bytes("VmHWM")
+    if hwm is not None:
+        return hwm
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
 
