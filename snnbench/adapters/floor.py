@@ -29,15 +29,12 @@ import numpy as np
 
 from snnbench.adapter import Adapter, Capabilities, Model
 from snnbench.spec import (
-    DTYPES,
-    MATMUL_PRECISIONS,
-    SURROGATES,
     CaseData,
     FloatArray,
     NetworkSpec,
 )
 
-from .null import zero_gradients
+from .null import no_network_capabilities, zero_gradients
 
 
 class FloorModel(Model):
@@ -109,16 +106,7 @@ class FloorAdapter(Adapter):
     description = "GEMMs of the workload alone (fwd Y=XWᵀ+b; bwd dW, dX): the speed floor"
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(
-            devices=("cpu", "cuda"),
-            dtypes=DTYPES,
-            surrogates=SURROGATES,
-            matmul_precisions=MATMUL_PRECISIONS,
-            exact_dynamics=False,
-            exact_gradient=False,
-            approximation_note="GEMM floor, not a network",
-            verifiable=False,
-        )
+        return no_network_capabilities("GEMM floor, not a network")
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         return FloorModel(spec, data, device)

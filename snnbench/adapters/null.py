@@ -35,6 +35,22 @@ from snnbench.spec import (
 PROBE_NOTE = "harness probe: does no work, not verified; its time is the harness overhead"
 
 
+def no_network_capabilities(note: str) -> Capabilities:
+    """Every spec, on CPU or CUDA, neither exact nor verified: an adapter that runs no network
+    (this probe, the GEMM floor); ``note`` says what it is instead."""
+    return Capabilities(
+        devices=("cpu", "cuda"),
+        dtypes=DTYPES,
+        surrogates=SURROGATES,
+        input_kinds=INPUT_KINDS,
+        matmul_precisions=MATMUL_PRECISIONS,
+        exact_dynamics=False,
+        exact_gradient=False,
+        approximation_note=note,
+        verifiable=False,
+    )
+
+
 def zero_gradients(n: int, layers: int) -> tuple[list[FloatArray], list[FloatArray]]:
     """Float32 zeros of the weight and bias gradients of ``layers`` Linear(n, n) layers: what a
     model that computes no network gradients (this probe, the GEMM floor) reports."""
@@ -91,17 +107,7 @@ class NullAdapter(Adapter):
     description = "does nothing but synchronize: the harness's own overhead per sample"
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(
-            devices=("cpu", "cuda"),
-            dtypes=DTYPES,
-            surrogates=SURROGATES,
-            input_kinds=INPUT_KINDS,
-            matmul_precisions=MATMUL_PRECISIONS,
-            exact_dynamics=False,
-            exact_gradient=False,
-            approximation_note=PROBE_NOTE,
-            verifiable=False,
-        )
+        return no_network_capabilities(PROBE_NOTE)
 
     def check_variant(self, variant: str, device: str) -> None:
         if device != "cuda":

@@ -38,6 +38,7 @@ what LIFExodus costs. Reset: subtract, through the spike (exodus' backward), flo
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -198,12 +199,10 @@ class RockpoolExodusAdapter(Adapter):
             warm_up(self, variant, device, "LIFExodus (sinabs-exodus kernels)")
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(
-            devices=("cuda",),
-            dtypes=("float32",),
-            resets=("subtract",),
-            surrogates=SURROGATES,
-            detach_reset=(False,),
+        from .sinabs_exodus import EXODUS_CAPABILITIES
+
+        return dataclasses.replace(
+            EXODUS_CAPABILITIES,
             approximation_note=(
                 "LIFExodus' mandatory synapse is set to an identity within float32 "
                 "(decay 2^-64, input scaled by 2^64)"

@@ -51,6 +51,17 @@ def exodus_unavailable_reason() -> str | None:
     return None
 
 
+#: what the EXODUS kernels compute (also under Rockpool's LIFExodus): CUDA, float32, reset
+#: "subtract", the reset term never detached
+EXODUS_CAPABILITIES = Capabilities(
+    devices=("cuda",),
+    dtypes=("float32",),
+    resets=("subtract",),
+    surrogates=SURROGATES,
+    detach_reset=(False,),
+)
+
+
 class SinabsExodusAdapter(Adapter):
     """``sinabs.exodus.layers.LIF`` (EXODUS CUDA kernels) after ``nn.Linear``; CUDA only."""
 
@@ -67,13 +78,7 @@ class SinabsExodusAdapter(Adapter):
         return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(
-            devices=("cuda",),
-            dtypes=("float32",),
-            resets=("subtract",),
-            surrogates=SURROGATES,
-            detach_reset=(False,),
-        )
+        return EXODUS_CAPABILITIES
 
     def check_variant(self, variant: str, device: str) -> None:
         """On CUDA, run the EXODUS kernels once (before the case's clock): an extension built
