@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.stats import summarize
 from snnbench.timing import make_timer, time_block
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    """Median and the first and third quartiles (inclusive method)."""
-    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return med, q1, q3
 
 
 def one_case(adapter: str, n: int, device: str, samples: int, dtype: str) -> dict[str, object]:
@@ -51,8 +45,9 @@ def one_case(adapter: str, n: int, device: str, samples: int, dtype: str) -> dic
     model.close()
     out: dict[str, object] = {"adapter": adapter, "n": n, "dtype": dtype, "samples": samples}
     for kind, values in times.items():
-        med, q1, q3 = quartiles(values)
-        out[kind] = {"median_ms": med * 1e3, "iqr_over_median": (q3 - q1) / med}
+        # the harness' own statistics (quantiles by linear interpolation), as in summary.csv
+        summary = summarize(values)
+        out[kind] = {"median_ms": summary.median * 1e3, "iqr_over_median": summary.iqr_ratio}
     if len(kinds) == 2:
         event = out["cuda-event"]["median_ms"]  # type: ignore[index]
         host = out["host"]["median_ms"]  # type: ignore[index]

@@ -25,8 +25,6 @@ from typing import Any
 from snnbench.registry import get_entry
 from snnbench.spec import NetworkSpec, make_case_data
 
-KINDS = ("triton", "cuda", "cupy", "torch")
-
 
 def classify(names: list[str]) -> list[str]:
     """Which kernel families the function or kernel names show."""

@@ -96,7 +96,7 @@ def nvidia_gpus() -> list[dict[str, Any]]:
     except nvml.NvmlUnavailable:  # no package, no driver: no NVIDIA GPU here
         return []
     try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        driver = nvml.text(pynvml.nvmlSystemGetDriverVersion())
         try:
             cuda_raw = int(pynvml.nvmlSystemGetCudaDriverVersion())
             cuda = f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}"
@@ -108,7 +108,7 @@ def nvidia_gpus() -> list[dict[str, Any]]:
             gpus.append(
                 {
                     "index": index,
-                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "name": nvml.text(pynvml.nvmlDeviceGetName(handle)),
                     "driver": driver,
                     "cuda": cuda,
                     "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
@@ -119,9 +119,6 @@ def nvidia_gpus() -> list[dict[str, Any]]:
         return []
     finally:
         nvml.shutdown(pynvml)
-
-
-_text = nvml.text
 
 
 def git_state(repo: Path | None = None) -> dict[str, Any]:
