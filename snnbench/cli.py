@@ -840,8 +840,9 @@ def compare(
 
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
-    Each time pair gets an interval of the median ratio from a hierarchical bootstrap (the
-    processes, then the samples within them): fail when it lies above --factor, inconclusive
+    Each time pair gets an interval of the median ratio with the process as the unit (Student's
+    t over the replicates' medians; a bootstrap of the samples with one process a side): fail
+    when it lies above --factor, inconclusive
     when it straddles it (the verdict says how many replicates would resolve it), pass below.
     Without replicates the verdict rests on one process each. ok → error/oom/timeout/lost/
     mismatch fails. Exit codes: 0 pass, 1 fail, 3 inconclusive, 2 usage errors, unusable

@@ -177,18 +177,19 @@ def _interval(
     key: CaseKey, phase: str, b: pd.Series, c: pd.Series,
     samples: tuple[Processes | None, Processes | None], rule: Comparison,
 ) -> tuple[RatioInterval | None, str]:
-    """The ratio's interval and how it was found: ``bootstrap`` from the raw samples of each
-    process, ``ci99`` from the medians' 99 % CIs when there are no raw samples, else ``none``."""
+    """The ratio's interval and how it was found: ``student`` from the process medians (two or
+    more processes a side), ``bootstrap`` from the raw samples of one process a side, ``ci99``
+    from the medians' 99 % CIs when there are no raw samples, else ``none``."""
     bs, cs = samples
     if bs and cs:
         enough = all(len(side) >= 2 or sum(map(len, side)) >= MIN_SAMPLES for side in (bs, cs))
         if enough:
             seed = gate.pair_seed(rule.seed, *key, phase)
             try:
-                return gate.ratio_interval(bs, cs, confidence=1.0 - rule.alpha, seed=seed), \
-                    "bootstrap"
+                interval = gate.ratio_interval(bs, cs, confidence=1.0 - rule.alpha, seed=seed)
             except ValueError:
                 return None, "none"
+            return interval, "bootstrap" if interval.one_process else "student"
         return None, "none"
     lo_b, hi_b = float(b["ci99_low"]), float(b["ci99_high"])
     lo_c, hi_c = float(c["ci99_low"]), float(c["ci99_high"])

@@ -53,7 +53,7 @@ def _processes_text(p: Pair) -> str:
 
 
 def _test_text(p: Pair) -> str:
-    if p.test == "bootstrap":
+    if p.test in ("student", "bootstrap"):
         return f"{p.interval_text} ({_processes_text(p)})"
     if p.test == "ci99":
         return f"{p.interval_text} (99% CIs)"
@@ -124,7 +124,8 @@ def _rule_line(cmp: Comparison) -> str:
     floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(hierarchical bootstrap: processes, then samples within them; seed "
+            "(Student's t over the processes' medians; with one process a side a hierarchical "
+            "bootstrap of its samples; seed "
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
             f"{floors}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
@@ -172,7 +173,8 @@ def to_json(cmp: Comparison) -> str:
         "candidate_run_id": cmp.candidate_run_id,
         "environments": list(cmp.environments) if cmp.environments else None,
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
-                 "confidence": 1.0 - cmp.alpha, "method": "hierarchical bootstrap",
+                 "confidence": 1.0 - cmp.alpha,
+                 "method": gate.METHOD,
                  "resamples": gate.RESAMPLES, "seed": cmp.seed,
                  "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
                  "min_samples": MIN_SAMPLES},

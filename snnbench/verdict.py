@@ -60,8 +60,8 @@ class Pair:
     #: candidate / baseline medians
     ratio: float = math.nan
     p_value: float = math.nan
-    #: "bootstrap" (hierarchical, snnbench.gate), "ci99", "threshold", "none" (too few
-    #: samples for an interval) or "" (not a measurement)
+    #: "student" (process medians, snnbench.gate), "bootstrap" (one process a side), "ci99",
+    #: "threshold", "none" (too few samples for an interval) or "" (not a measurement)
     test: str = ""
     baseline_status: str = ""
     candidate_status: str = ""

@@ -34,14 +34,19 @@ def test_judge_is_three_states_around_the_factor() -> None:
     assert judge(_interval(0.85, 0.7, 1.0), 1.1) == "same"
 
 
-def test_replicates_needed_scales_the_width_by_root_processes() -> None:
-    # log half-width 0.2 towards the factor, distance 0.15 from it: (0.2/0.15)² × 3 = 5.3 → 6
+def test_replicates_needed_scales_the_width_by_root_processes_and_student() -> None:
+    # log half-width 0.2 towards the factor at 3 a side (t 4.60 at 4 degrees of freedom),
+    # distance 0.15 from it: at 4 a side t is 3.71, and 0.2 · (3.71/4.60) · √(3/4) = 0.140
+    # < 0.15 → 4 (the width alone, (0.2/0.15)² × 3 = 5.3, would say 6)
     ratio = 1.1 * np.exp(0.15)
     needed = replicates_needed(_interval(ratio, ratio * np.exp(-0.2), ratio * 1.1), 1.1)
-    assert needed == 6
+    assert needed == 4
     # the same below the factor: the upper edge counts
     ratio = 1.1 * np.exp(-0.15)
-    assert replicates_needed(_interval(ratio, ratio / 1.1, ratio * np.exp(0.2)), 1.1) == 6
+    assert replicates_needed(_interval(ratio, ratio / 1.1, ratio * np.exp(0.2)), 1.1) == 4
+    # twice the width: 0.4 · (t_n/4.60) · √(3/n) < 0.15 first at n = 9
+    ratio = 1.1 * np.exp(0.15)
+    assert replicates_needed(_interval(ratio, ratio * np.exp(-0.4), ratio * 1.1), 1.1) == 9
     # one process a side: at least MIN_SUGGESTED, whatever the within-process width says
     one = RatioInterval(1.3, 1.05, 1.35, (1, 1), (20, 20), 0.99)
     assert replicates_needed(one, 1.1) == max(gate.MIN_SUGGESTED, 2)
