@@ -103,9 +103,10 @@ clean:
 
 # Set up the GPU-only parts in GPU_PYTHON's environment: sinabs-exodus and SpikingJelly's native
 # ops compiled against its torch, JAX's CUDA plugin, lava-dl, CuPy, each library checked (one
-# line each). The same script is the Docker GPU image's native step.
+# line each). The same package is the Docker GPU image's native step; it runs from this
+# checkout's root (python -m) before snnbench is installed.
 gpu-setup:
-	$(GPU_PYTHON) snnbench/gpu_setup.py install $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE)) \
+	$(GPU_PYTHON) -m snnbench.gpu_setup install $(if $(WHEELHOUSE),--wheelhouse $(WHEELHOUSE)) \
 		$(if $(GPU_ARCHS),--arch-list "$(GPU_ARCHS)") $(GPU_SETUP_ARGS)
 
 # Set-up report, verify on CUDA, a light opennm-2024 run, the report: one folder, < 25 min.
@@ -113,10 +114,10 @@ gpu-check:
 	$(GPU_PYTHON) -m snnbench.gpu_check $(GPU_CHECK_ARGS)
 
 # On a machine with network: the wheels and sources an offline GPU box needs (GPU_MACHINE: the
-# box's facts from `python3 snnbench/gpu_setup.py probe > box.json`, to fetch only what it lacks).
+# box's facts from `python3 -m snnbench.gpu_setup probe > box.json`, to fetch only what it lacks).
 GPU_MACHINE ?=
 gpu-wheelhouse:
-	$(or $(wildcard $(PY)),$(PYTHON)) snnbench/gpu_setup.py download \
+	$(or $(wildcard $(PY)),$(PYTHON)) -m snnbench.gpu_setup download \
 		--dest $(or $(WHEELHOUSE),wheelhouse) $(if $(GPU_MACHINE),--machine $(GPU_MACHINE)) \
 		$(GPU_SETUP_ARGS)
 

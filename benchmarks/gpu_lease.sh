@@ -21,10 +21,10 @@ export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv | tee "$work/gpu.txt"
 # SpikingJelly's native CUDA build (CPU-bound) beside the other set-up steps and verify (untimed)
-timeout -k 5 220 python3 snnbench/gpu_setup.py install --wheelhouse "$wheels" --arch-list 9.0 \
+timeout -k 5 220 python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
   --only spikingjelly --max-jobs 12 >"$work/setup-sj.log" 2>&1 &
 sj=$!
-box 150 setup python3 snnbench/gpu_setup.py install --wheelhouse "$wheels" --arch-list 9.0 \
+box 150 setup python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
   --skip spikingjelly,sinabs-exodus --max-jobs 4
 box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
   --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100

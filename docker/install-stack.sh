@@ -10,7 +10,7 @@
 #             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
 #                      set TORCH_INDEX= to use pip's configured indexes instead)
 #             locked   every other pin of the resolved part of the lock, --no-deps
-#             native   gpu only: snnbench/gpu_setup.py, the recipe of `make gpu-setup`:
+#             native   gpu only: python -m snnbench.gpu_setup, the recipe of `make gpu-setup`:
 #                      SpikingJelly from its sdist with its native CUDA operators and
 #                      sinabs-exodus from its sdist, both compiled against the installed torch
 #                      (needs nvcc and TORCH_CUDA_ARCH_LIST), lava-dl, CuPy, each checked
@@ -83,13 +83,14 @@ step_native() {
     # CuPy at the lock's versions, then checks every library. Everything else is installed
     # already (step locked), so it installs nothing unpinned; --strict fails the build on any
     # library that is not ok. The project itself comes later (step project): --skip harness.
-    PIP_NO_CACHE_DIR=1 "$python" "$root/snnbench/gpu_setup.py" install --lock "$lock" --skip harness --strict \
-        --arch-list "$TORCH_CUDA_ARCH_LIST" ${MAX_JOBS:+--max-jobs "$MAX_JOBS"} \
-        --log-dir "$work/gpu-setup"
+    # python -m from the root: snnbench is not installed yet, gpu_setup runs from the source.
+    (cd "$root" && PIP_NO_CACHE_DIR=1 "$python" -m snnbench.gpu_setup install --lock "$lock" \
+        --skip harness --strict --arch-list "$TORCH_CUDA_ARCH_LIST" \
+        ${MAX_JOBS:+--max-jobs "$MAX_JOBS"} --log-dir "$work/gpu-setup")
 }
 
 step_outside() {
-    [[ $target == cpu ]] || return 0  # the GPU image: snnbench/gpu_setup.py, in step native
+    [[ $target == cpu ]] || return 0  # the GPU image: snnbench.gpu_setup, in step native
     # lava-dl 0.6 works on Python 3.11 but declares <3.11; its only runtime dependency the
     # adapters need (opencv-python-headless) is in the resolved part of the lock.
     "${pip[@]}" --ignore-requires-python "$(pin lava-dl)"

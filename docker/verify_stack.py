@@ -32,13 +32,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-#: the line ``make docker-lock`` writes before the pins the resolver could not take
-OUTSIDE_MARKER = "# >>> installed outside the resolver"
+# the lock's names, kept here under the names this script always had
+from snnbench.gpu_setup.lock import OUTSIDE_MARKER as OUTSIDE_MARKER
+from snnbench.gpu_setup.lock import Pin
+from snnbench.gpu_setup.lock import read_lock as lock_file
+
 #: distributions allowed without a pin: the project itself
 UNPINNED_OK = frozenset({"snnbench"})
 #: the adapter entry-point group (the same as snnbench.registry's)
@@ -51,32 +53,15 @@ _CUDA_MAJOR_IN_NAME = (
 )
 
 
-@dataclass(frozen=True)
-class Pin:
-    """One ``name==version`` line of a lock file."""
-
-    name: str  #: canonical distribution name (PEP 503)
-    version: str
-    outside_resolver: bool  #: listed after :data:`OUTSIDE_MARKER`
-
-
 def read_lock(path: Path) -> list[Pin]:
-    """The pins of a lock file; anything but an exact ``==`` pin is an error."""
-    pins: list[Pin] = []
-    outside = False
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith(OUTSIDE_MARKER):
-            outside = True
-            continue
-        if not line or line.startswith("#"):
-            continue
-        req = Requirement(line.split(" #", 1)[0])
-        specs = list(req.specifier)
-        if len(specs) != 1 or specs[0].operator != "==" or req.marker or req.url:
-            raise ValueError(f"{path}:{number}: not an exact pin: {line}")
-        pins.append(Pin(canonicalize_name(req.name), specs[0].version, outside))
-    return pins
+    """The pins of a lock file, in its order; anything but an exact ``==`` pin is an error.
+
+    The one lock parser is snnbench's (snnbench.gpu_setup.lock, which gpu_setup plans from):
+    this script runs only where snnbench is installed (each image's last step, after step
+    ``project``; ``make docker-verify``), and it imports snnbench already (the lava-dl
+    adapter's torchvision stand-in).
+    """
+    return lock_file(path).entries()
 
 
 def pin_matches(pin_version: str, installed: str) -> bool:

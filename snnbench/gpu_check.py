@@ -2,7 +2,7 @@
 
 Runs, in order, each command's output saved as ``<step>.txt`` in the folder:
 
-1. ``setup``: the set-up report (``snnbench/gpu_setup.py check``: one line per library);
+1. ``setup``: the set-up report (``python -m snnbench.gpu_setup check``: one line per library);
 2. ``env``: the machine, GPU and versions a run records;
 3. ``verify-float32``: ``snnbench verify --device cuda`` for every adapter (both resets, n=256,
    the opennm-2024 surrogate); ``verify-bfloat16``: the adapters with a bf16 variant;
@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from snnbench.errors import UserError
+from snnbench.errors import UserError, exit_status
 from snnbench.processes import stop_group
 
 #: adapters with a bfloat16 variant that matters on a GPU (the JAX ones run bf16 only as bf16)
@@ -240,11 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the whole check ends within this many minutes (default 25)")
     parser.add_argument("--dry-run", action="store_true", help="print the steps, run nothing")
     args = parser.parse_args(argv)
-    try:
-        return _main(args)
-    except UserError as exc:
-        print(f"gpu-check: {exc}", file=sys.stderr)
-        return 2
+    return exit_status("gpu-check", lambda: _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -250,11 +250,11 @@ def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     gpu = stages()["gpu"]
     commands = runs(gpu)
     called = set(re.findall(r"install-stack\.sh gpu (\w+)", commands))
-    # torch: the CPU stage's own index only; outside (lava-dl): snnbench/gpu_setup.py, which the
-    # native step runs, so the script must be in the image before that step
+    # torch: the CPU stage's own index only; outside (lava-dl): snnbench.gpu_setup, which the
+    # native step runs, so the package must be in the image before that step
     assert called == set(INSTALL_STEPS) - {"torch", "outside"}
     words = [(word, rest) for word, rest in gpu["instructions"] if word in ("COPY", "RUN")]
-    copied = words.index(("COPY", "snnbench/gpu_setup.py snnbench/"))
+    copied = words.index(("COPY", "snnbench/gpu_setup/ snnbench/gpu_setup/"))
     native = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu native" in rest)
     assert copied < native
     assert "verify_stack.py --lock snnbench/locks/requirements-gpu.txt --target gpu" in commands
@@ -448,13 +448,13 @@ def test_make_docker_bench_defaults_per_target() -> None:
 
 FAKE_PYTHON = """\
 #!{python}
-# Stands in for `python -m pip install ...` and `python snnbench/gpu_setup.py ...`: records the
+# Stands in for `python -m pip install ...` and `python -m snnbench.gpu_setup ...`: records the
 # call instead of running it.
 import json, os, sys
 args = sys.argv[1:]
-if args[0].endswith("gpu_setup.py"):
+if args[:2] == ["-m", "snnbench.gpu_setup"]:
     with open(os.environ["FAKE_PIP_LOG"], "a") as log:
-        log.write(json.dumps({{"gpu_setup": args[1:], "reqs": [], "argv": args,
+        log.write(json.dumps({{"gpu_setup": args[2:], "reqs": [], "argv": args,
                               "pip_no_cache": os.environ.get("PIP_NO_CACHE_DIR")}}) + "\\n")
     sys.exit(0)
 assert args[:3] == ["-m", "pip", "install"], args
@@ -477,7 +477,8 @@ def _fake_install(
     root = tmp_path / "repo"
     shutil.copytree(DOCKER, root / "docker", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "snnbench").mkdir()
-    shutil.copy(ROOT / "snnbench" / "gpu_setup.py", root / "snnbench")
+    shutil.copytree(ROOT / "snnbench" / "gpu_setup", root / "snnbench" / "gpu_setup",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(LOCKS, root / "snnbench" / "locks", ignore=shutil.ignore_patterns("__pycache__"))
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))
@@ -506,7 +507,7 @@ def _installed_once(calls: list[dict[str, Any]], target: str) -> dict[str, dict[
 
 
 def _image_machine() -> Any:
-    """What snnbench/gpu_setup.py finds in the GPU stage when its native step starts: every
+    """What snnbench.gpu_setup finds in the GPU stage when its native step starts: every
     resolved pin installed (step locked) but SpikingJelly, the lock's torch and JAX, nvcc, a
     compiler, no GPU."""
     pins = lock_pins("gpu")
@@ -519,7 +520,7 @@ def _image_machine() -> Any:
 
 
 def _gpu_setup_calls(argv: list[str]) -> list[dict[str, Any]]:
-    """The pip calls snnbench/gpu_setup.py plans for the image, given install-stack's argv,
+    """The pip calls snnbench.gpu_setup plans for the image, given install-stack's argv,
     in the fake pip's log format."""
     args = gs._arguments(argv)
     assert args.mode == "install" and args.strict and args.lock.name == "requirements-gpu.txt"

@@ -1,4 +1,4 @@
-"""snnbench/gpu_setup.py (``make gpu-setup``) on a CPU machine: its decisions from machine facts
+"""snnbench/gpu_setup/ (``make gpu-setup``) on a CPU machine: its decisions from machine facts
 (which CuPy, which arch list, which commands, with which sources), its execution against a
 fault-injecting command runner, a real offline install into a scratch venv from a local
 wheelhouse, and the claim its install lists rest on: each adapter imports and runs with only
@@ -21,7 +21,7 @@ from snnbench import gpu_setup as gs
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = gs.parse_lock((REPO / "snnbench" / "locks" / "requirements-gpu.txt").read_text())
-SCRIPT = REPO / "snnbench" / "gpu_setup.py"
+SCRIPT = ("-m", "snnbench.gpu_setup")  # run from the checkout root, as make gpu-setup does
 
 #: the H100 box of the first GPU run (shared/evidence/gpu-h100-2026-11-23): Python 3.12, torch
 #: 2.11 cu130, nvcc 13.0, jax 0.11.2 with its plugin, cupy-cuda13x, SpikingJelly's wheel (no
@@ -379,8 +379,8 @@ def _wheel(tmp_path: Path, name: str, version: str, body: str = "") -> Path:
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run([sys.executable, *SCRIPT, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
 
 
 @pytest.mark.slow
@@ -420,6 +420,43 @@ def test_offline_install_into_a_scratch_venv(tmp_path: Path) -> None:
     assert missing.returncode == 0
     assert "norse          FAILED: ERROR: " in missing.stdout
     assert _cli("install", *other, "--strict").returncode == 1
+
+
+@pytest.mark.slow
+def test_runs_on_a_bare_box_with_only_the_standard_library_and_pip(tmp_path: Path) -> None:
+    """A GPU box before anything is installed: a venv without site packages (pip only, so
+    ``packaging`` is pip's vendored copy), snnbench not installed, run from the checkout root."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    bare = subprocess.run([python, "-c", "import packaging"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=60)
+    assert "No module named 'packaging'" in bare.stderr  # really bare
+    assert subprocess.run([python, "-c", "import snnbench"], cwd=tmp_path, env=env,
+                          capture_output=True, timeout=60).returncode == 1
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([python, "-m", "snnbench.gpu_setup", *args], capture_output=True,
+                              text=True, cwd=REPO, env=env, timeout=300)
+
+    helped = run("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: python -m snnbench.gpu_setup")
+    assert "{install,check,probe,download}" in helped.stdout
+    facts = tmp_path / "h100.json"
+    facts.write_text(json.dumps(H100))
+    planned = run("install", "--dry-run", "--machine", str(facts), "--arch-list", "9.0")
+    assert planned.returncode == 0, planned.stderr
+    assert "cupy           cupy-cuda13x (CUDA 13.0 from torch)" in planned.stdout
+    checked = run("check", "--only", "snntorch", "--log-dir", str(tmp_path / "logs"))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines()[0].startswith("# gpu-setup: python ")
+    assert "no torch" in checked.stdout.splitlines()[0]  # probed in the bare venv
+    assert "snntorch       FAILED: ModuleNotFoundError: No module named 'snntorch'" in (
+        checked.stdout)
+    assert "# 0 of 1 ok" in checked.stdout
 
 
 def test_misuse_exits_2(tmp_path: Path) -> None:
