@@ -33,11 +33,17 @@ every variant takes ``atan``/``sigmoid`` and float32 only.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    CaseSkipped,
+    Model,
+    distribution_version,
+)
 from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
@@ -53,11 +59,9 @@ def is_legacy(version: str) -> bool:
 
 
 def _installed_is_legacy() -> bool:
-    """:func:`is_legacy` for the installed distribution, from its metadata (no import)."""
-    try:
-        return is_legacy(importlib.metadata.version("spikingjelly"))
-    except importlib.metadata.PackageNotFoundError:
-        return False
+    """:func:`is_legacy` for the installed distribution, from its metadata (no import); False
+    when it has none."""
+    return is_legacy(distribution_version("spikingjelly"))
 
 
 class SpikingJellyAdapter(Adapter):
@@ -181,7 +185,7 @@ class SpikingJellyAdapter(Adapter):
         reason = self.reason_skipped(spec, device, variant)
         if reason:
             raise CaseSkipped(reason)
-        legacy = is_legacy(importlib.metadata.version(self.library))
+        legacy = _installed_is_legacy()
         linears = make_linears(spec, data, device)
         slope = float(spec.surrogate_slope)
         surrogate_fn: Any
