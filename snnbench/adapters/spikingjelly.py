@@ -44,7 +44,9 @@ from snnbench.adapter import (
     Model,
     distribution_version,
 )
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import CaseData, NetworkSpec
+
+from .torch_ref import REFERENCE_CAPABILITIES
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
 #: variants selected through ENV_VAR (SpikingJelly >= 2.0)
@@ -76,8 +78,7 @@ class SpikingJellyAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         if variant == "torch":
-            return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
-                                matmul_precisions=MATMUL_PRECISIONS)
+            return REFERENCE_CAPABILITIES
         return Capabilities(devices=("cuda",), dtypes=("float32",), surrogates=BUILTIN_SURROGATES)
 
     def worker_env(self, variant: str) -> dict[str, str]:
