@@ -14,18 +14,10 @@ CPU cost and nothing else.
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
 from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
-
-
-def _dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 class FusedAdapter(Adapter):
@@ -44,9 +36,9 @@ class FusedAdapter(Adapter):
             import torch
         except Exception as exc:  # a broken torch install is "unavailable", not a crash
             raise AdapterUnavailable(f"cannot import torch: {type(exc).__name__}: {exc}") from exc
-        own = _dist_version(self.library) or "unknown"
-        triton = _dist_version("triton")
-        extra = f", triton {triton}" if triton else ""
+        own = distribution_version(self.library)
+        triton = distribution_version("triton")
+        extra = f", triton {triton}" if triton != "unknown" else ""
         return f"{own} (torch {torch.__version__}{extra})"
 
     def capabilities(self, variant: str) -> Capabilities:

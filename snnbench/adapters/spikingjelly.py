@@ -33,12 +33,20 @@ every variant takes ``atan``/``sigmoid`` and float32 only.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    CaseSkipped,
+    Model,
+    distribution_version,
+)
+from snnbench.spec import CaseData, NetworkSpec
+
+from .torch_ref import REFERENCE_CAPABILITIES
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
 #: variants selected through ENV_VAR (SpikingJelly >= 2.0)
@@ -53,11 +61,9 @@ def is_legacy(version: str) -> bool:
 
 
 def _installed_is_legacy() -> bool:
-    """:func:`is_legacy` for the installed distribution, from its metadata (no import)."""
-    try:
-        return is_legacy(importlib.metadata.version("spikingjelly"))
-    except importlib.metadata.PackageNotFoundError:
-        return False
+    """:func:`is_legacy` for the installed distribution, from its metadata (no import); False
+    when it has none."""
+    return is_legacy(distribution_version("spikingjelly"))
 
 
 class SpikingJellyAdapter(Adapter):
@@ -72,8 +78,7 @@ class SpikingJellyAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         if variant == "torch":
-            return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
-                                matmul_precisions=MATMUL_PRECISIONS)
+            return REFERENCE_CAPABILITIES
         return Capabilities(devices=("cuda",), dtypes=("float32",), surrogates=BUILTIN_SURROGATES)
 
     def worker_env(self, variant: str) -> dict[str, str]:
@@ -181,7 +186,7 @@ class SpikingJellyAdapter(Adapter):
         reason = self.reason_skipped(spec, device, variant)
         if reason:
             raise CaseSkipped(reason)
-        legacy = is_legacy(importlib.metadata.version(self.library))
+        legacy = _installed_is_legacy()
         linears = make_linears(spec, data, device)
         slope = float(spec.surrogate_slope)
         surrogate_fn: Any

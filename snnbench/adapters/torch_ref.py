@@ -18,6 +18,13 @@ if TYPE_CHECKING:  # torch is imported lazily, inside the worker
 
     from ._torch_common import LifStep, TimeLoop
 
+#: what the reference runs: every dtype, surrogate and matmul precision, and the defaults for the
+#: rest (every reset mode, detach rule, bias and input kind, exactly); also what an adapter that
+#: runs the same network every way declares (``torch-compile``, SpikingJelly's ``torch`` backend)
+REFERENCE_CAPABILITIES = Capabilities(
+    dtypes=DTYPES, surrogates=SURROGATES, matmul_precisions=MATMUL_PRECISIONS
+)
+
 
 def make_lif_step(spec: NetworkSpec) -> LifStep:
     """The canonical LIF time step ``(v, x_t) -> (v, s)`` in the canonical op order."""
@@ -73,8 +80,7 @@ class TorchAdapter(Adapter):
     description = "plain PyTorch BPTT loop (the reference)"
 
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
-                            matmul_precisions=MATMUL_PRECISIONS)
+        return REFERENCE_CAPABILITIES
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         from ._torch_common import TorchModel, input_tensor

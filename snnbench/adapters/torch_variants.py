@@ -39,7 +39,9 @@ PyTorch's own tools, so their gain over ``torch`` is measured on the identical c
 from __future__ import annotations
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+
+from .torch_ref import REFERENCE_CAPABILITIES, build_reference_network
 
 #: worker environment for compiled adapters: no on-disk Inductor / AOT-autograd cache, so the
 #: first call is a cold compile on every run, not a cache hit that depends on earlier runs
@@ -81,14 +83,12 @@ class TorchCompileAdapter(CompiledChunks):
         "(compile time in first call)"
     )
     def capabilities(self, variant: str) -> Capabilities:
-        return Capabilities(dtypes=DTYPES, surrogates=SURROGATES,
-                            matmul_precisions=MATMUL_PRECISIONS)
+        return REFERENCE_CAPABILITIES
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import torch
 
         from ._torch_common import TorchModel, compiled_time_loop, input_tensor
-        from .torch_ref import build_reference_network
 
         # A fresh dynamo cache: every build compiles (its cost is the first call's), and no
         # earlier build's guards count towards the recompile limit (past it dynamo runs eager).
@@ -125,7 +125,6 @@ class TorchCudaGraphAdapter(Adapter):
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         from ._torch_common import cuda_graphed_model, input_tensor
-        from .torch_ref import build_reference_network
 
         if not device.startswith("cuda"):
             raise CaseSkipped("torch-cudagraph runs on CUDA only")

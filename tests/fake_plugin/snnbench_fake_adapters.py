@@ -166,9 +166,7 @@ class WrongSpikesAdapter(_Base):
     """Spikes one step late: must be caught as a mismatch before timing."""
 
     name = "fake-wrong"
-
-    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
-        return NumpyModel(data, "wrong")
+    fault = "wrong"
 
 
 class WrongGradientAdapter(_Base):
