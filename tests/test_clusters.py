@@ -12,7 +12,7 @@ import pytest
 
 from snnbench.contract import Job
 from snnbench.executors import ExecutorSettings
-from snnbench.executors.settings import SlurmSettings
+from snnbench.executors.slurm import SlurmSettings
 from snnbench.runner import start_run
 from snnbench.spec import NetworkSpec
 from tests.test_executors import ok_keys, probes, sweep

@@ -62,3 +62,33 @@ def test_an_unknown_executor_names_the_installed_ones(toy_executor: Path) -> Non
     # the installed plugins are named among the known ones
     with pytest.raises(ExecutorError, match=r"unknown executor 'sge' \(known: .*toy"):
         ExecutorSettings.from_dict({"name": "sge"})
+
+
+def test_a_plugin_executor_owns_its_settings_table(toy_executor: Path, tmp_path: Path) -> None:
+    """The toy declares ToySettings: its [executor.toy] table reaches it, and a key it does not
+    know is refused in one line (exit 2), like a key of [executor.slurm]."""
+    from snnbench.config import load_config
+    from tests.conftest import run_cli
+
+    config = tmp_path / "toy.toml"
+    config.write_text('[run]\nadapters = ["fake-ok"]\n[executor]\nname = "toy"\n'
+                      '[executor.toy]\norder = "as given"\n')
+    settings = load_config(config).executor
+    assert settings.table("toy").order == "as given" and settings.toy.order == "as given"
+    executor = make_executor(settings, "cpu", 1)
+    assert executor.describe() == {"name": "toy", "order": "as given"}
+    recorded = settings.to_dict()
+    assert recorded["toy"] == {"order": "as given"}
+    assert ExecutorSettings.from_dict(recorded) == settings
+    # without the table the toy's defaults apply
+    assert make_executor(ExecutorSettings(name="toy"), "cpu", 1).describe()["order"] == \
+        "last first"
+
+    config.write_text('[run]\nadapters = ["fake-ok"]\n[executor]\nname = "toy"\n'
+                      '[executor.toy]\nordre = "as given"\n')
+    proc = run_cli("run", "--config", str(config), "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2, proc.stderr
+    assert "[executor.toy]: unknown key(s) ordre (known: order)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # one line (a long one may wrap once)
+    assert not (tmp_path / "run").exists()

@@ -25,7 +25,7 @@ import pytest
 from snnbench.config import RunConfig
 from snnbench.contract import CaseRecord
 from snnbench.executors import ExecutorSettings
-from snnbench.executors.settings import SlurmSettings
+from snnbench.executors.slurm import SlurmSettings
 from snnbench.runner import start_run
 from tests.conftest import FAKE_PLUGIN_DIR, REPO, TAG_VAR, run_cli, wait_until_gone
 from tests.test_executors import sweep
@@ -285,7 +285,7 @@ import sys
 import snnbench.executors.remote as remote
 remote.hostname = lambda: "login-elsewhere"   # the owner seen from the node: another host
 from snnbench.executors import ExecutorSettings
-from snnbench.executors.settings import SlurmSettings
+from snnbench.executors.slurm import SlurmSettings
 from snnbench.runner import start_run
 from tests.test_executors import sweep
 settings = ExecutorSettings(name="slurm", slurm=SlurmSettings(

@@ -11,16 +11,18 @@ drives, each case is ``python -m snnbench.worker JOB.json`` in a fresh process
 * ``ray`` (:mod:`.ray_engine`): one Ray task per case (extra ``snnbench[ray]``).
 
 Each is a plugin in the ``snnbench.executors`` entry-point group (:mod:`.plugins`): adding an
-executor is one module and one entry point.
+executor is one module and one entry point. Each owns its settings: the dataclass its
+``settings_type`` names reads its ``[executor.NAME]`` table (:mod:`snnbench.executor_settings`
+parses the ``[executor]`` table and asks the plugin).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from snnbench.executor_settings import EXECUTORS, ExecutorSettings
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
 from snnbench.executors.plugins import executor_class, make_executor
-from snnbench.executors.settings import EXECUTORS, ExecutorSettings
 
 if TYPE_CHECKING:
     from snnbench.executors.local import LocalExecutor

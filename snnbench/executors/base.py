@@ -6,10 +6,10 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from snnbench.contract import CaseRecord, Job
-from snnbench.executors.settings import ExecutorError, ExecutorSettings
+from snnbench.executor_settings import ExecutorError, ExecutorSettings
 
 __all__ = ["Executor", "ExecutorError", "JobStarted"]
 
@@ -31,6 +31,10 @@ class Executor(ABC):
 
     #: the name used on the command line (``--executor``) and recorded in each row
     name: str = ""
+    #: the frozen dataclass that reads this executor's ``[executor.NAME]`` table (unknown keys
+    #: refused, a field whose default is a tuple takes a list); None: it takes no table.
+    #: :meth:`from_settings` gets it as ``settings.table(cls.name)``
+    settings_type: ClassVar[type | None] = None
     #: where one-line notes for the user go (the CLI's console); None: standard error
     notify: Callable[[str], None] | None = None
     #: whether the cases run on this machine, as children of this process: then the sweep

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from snnbench.contract import CaseRecord, Job, Placement
+from snnbench.executor_settings import ExecutorError, ExecutorSettings
 from snnbench.executors.base import Executor, JobStarted
 from snnbench.executors.placement import Slot, cpu_slots, gpu_slots, hostname
-from snnbench.executors.settings import ExecutorError, ExecutorSettings
 from snnbench.launch import Cancelled, run_worker
 
 #: how often the collecting thread wakes up (an interrupt is handled within this time)

@@ -11,23 +11,22 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+from snnbench.executor_settings import (
+    ENTRY_POINT_GROUP,
+    ExecutorError,
+    ExecutorSettings,
+    load_executor,
+)
 from snnbench.executors.base import Executor
-from snnbench.executors.settings import ENTRY_POINT_GROUP, ExecutorError, ExecutorSettings
 
 
 def executor_class(name: str) -> type[Executor]:
     """The class registered as ``name``; a missing or broken plugin is one clear line."""
-    found = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-             if ep.name == name]
-    if not found:
-        raise ExecutorError(f"unknown executor {name!r}: no {ENTRY_POINT_GROUP} entry point")
-    try:
-        cls = found[0].load()
-    except Exception as exc:  # a broken plugin is reported, never a traceback
-        raise ExecutorError(f"executor {name!r} failed to load ({found[0].value}): "
-                            f"{type(exc).__name__}: {exc}") from exc
+    cls = load_executor(name)
     if not (isinstance(cls, type) and issubclass(cls, Executor)):
-        raise ExecutorError(f"executor {name!r} ({found[0].value}) is not an Executor subclass")
+        value = next((ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                      if ep.name == name), repr(cls))
+        raise ExecutorError(f"executor {name!r} ({value}) is not an Executor subclass")
     return cls
 
 

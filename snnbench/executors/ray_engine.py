@@ -20,18 +20,32 @@ import signal
 import socket
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snnbench.contract import CaseRecord, Job
+from snnbench.executor_settings import ExecutorSettings
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
 from snnbench.executors.remote import CANCEL, HEARTBEAT, Owner, beat, run_one
-from snnbench.executors.settings import ExecutorSettings, RaySettings
 
 #: how long ray.wait blocks before the loop looks again (an interrupt waits at most this)
 POLL_S = 0.25
 #: seconds to reach an existing cluster before giving up
 CONNECT_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """``[executor.ray]``: which Ray cluster runs the cases.
+
+    ::
+
+        [executor.ray]
+        address = ""              # "" = $RAY_ADDRESS, else a new local Ray instance
+    """
+
+    address: str = ""
 
 
 def import_ray() -> Any:
@@ -59,6 +73,7 @@ class RayExecutor(Executor):
     """Runs every case as a Ray task; yields the records as the tasks finish."""
 
     name = "ray"
+    settings_type = RaySettings
     # the owner's heartbeat and the cancel flag the tasks watch
     work_files = (HEARTBEAT, CANCEL)
 
@@ -66,12 +81,13 @@ class RayExecutor(Executor):
     def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
                       nvml: Any | None = None) -> RayExecutor:
         """Ray tasks on the ``[executor.ray]`` cluster (a new local one by default)."""
-        return cls(settings.ray, device, threads)
+        return cls(settings.table(cls.name), device, threads)
 
     @classmethod
     def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
         """A Ray address: Ray unpickles what the cluster sends back."""
-        return [f"Ray address {settings.ray.address!r}"] if settings.ray.address else []
+        ray: RaySettings = settings.table(cls.name)
+        return [f"Ray address {ray.address!r}"] if ray.address else []
 
     def __init__(self, settings: RaySettings, device: str = "cpu", threads: int = 1) -> None:
         self.settings = settings

@@ -37,10 +37,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snnbench.contract import CaseRecord, ContractError, Job
+from snnbench.executor_settings import ExecutorSettings, check_int
 from snnbench.executors.base import Executor, ExecutorError, JobStarted
 from snnbench.executors.placement import available_cpus
 from snnbench.executors.remote import (
@@ -55,7 +57,6 @@ from snnbench.executors.remote import (
     side_by_side,
     signal_delay_s,
 )
-from snnbench.executors.settings import ExecutorSettings, SlurmSettings
 from snnbench.executors.slurm_state import SlurmStates, TaskState, status_of
 
 #: how often the folder and the jobs are looked at (Slurm: one squeue call each time;
@@ -69,6 +70,54 @@ TEST_SUBMIT_S = 60.0
 #: pending reasons that are the ordinary wait for a turn (others are said once each)
 ORDINARY_WAITS = frozenset({"", "None", "Priority", "Resources", "JobArrayTaskLimit",
                             "BeginTime", "Dependency", "QOSMaxJobsPerUserLimit"})
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """``[executor.slurm]``: how the sweep is submitted as one Slurm array job.
+
+    ::
+
+        [executor.slurm]
+        partition = "gpu"
+        account = ""
+        gpus_per_node = 1         # per array task; 0 for a CPU sweep
+        cpus_per_task = 0         # 0: the sweep's thread count
+        timeout_min = 240         # per array task (all its cases)
+        array_parallelism = 8     # array tasks running at once
+        cases_per_task = 4        # cases packed into one array task, run one after another
+        setup = ["module load cuda/13.0", "source ~/snnbench/.venv/bin/activate"]
+        image = ""                # an Apptainer image: cases run in `apptainer exec --nv IMAGE`
+        container_args = []       # extra `apptainer exec` arguments (["--bind", "/scratch"])
+        heartbeat_window_s = 600  # tasks on other hosts stop when `snnbench run` is this silent
+    """
+
+    partition: str = ""
+    account: str = ""
+    gpus_per_node: int = 1
+    cpus_per_task: int = 0
+    timeout_min: int = 240
+    array_parallelism: int = 8
+    cases_per_task: int = 4
+    setup: tuple[str, ...] = ()
+    image: str = ""
+    container_args: tuple[str, ...] = ()
+    #: seconds without a heartbeat of the submitting ``snnbench run`` after which the array
+    #: tasks on other hosts stop (on its own host they watch its pid)
+    heartbeat_window_s: int = 600
+    #: submitit cluster: ``slurm``, or ``local`` (tests, a laptop: no Slurm needed)
+    cluster: str = "slurm"
+
+    def __post_init__(self) -> None:
+        for name in ("gpus_per_node", "cpus_per_task"):
+            check_int(name, getattr(self, name), minimum=0)
+        for name in ("timeout_min", "array_parallelism", "cases_per_task",
+                     "heartbeat_window_s"):
+            check_int(name, getattr(self, name), minimum=1)
+        if self.cluster not in ("slurm", "local"):
+            # submitit's "debug" cluster runs pdb on a failure: never
+            raise ExecutorError(f"slurm cluster must be slurm or local (submitit's debug cluster "
+                                f"would start pdb on a failure), got {self.cluster!r}")
 
 
 class SubmissionError(ExecutorError):
@@ -124,6 +173,7 @@ class SlurmExecutor(Executor):
     """Submits the sweep as one array job and collects the records its tasks write."""
 
     name = "slurm"
+    settings_type = SlurmSettings
     # the owner's heartbeat and the cancel flag the array tasks watch
     work_files = (HEARTBEAT, CANCEL)
 
@@ -131,15 +181,16 @@ class SlurmExecutor(Executor):
     def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
                       nvml: Any | None = None) -> SlurmExecutor:
         """An array job on the ``[executor.slurm]`` table's partition."""
-        return cls(settings.slurm, device, threads)
+        return cls(settings.table(cls.name), device, threads)
 
     @classmethod
     def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
         """The setup lines, the Apptainer image and its arguments."""
-        found = [f"setup {line!r}" for line in settings.slurm.setup]
-        if settings.slurm.image:
-            found.append(f"image {settings.slurm.image!r}")
-        return found + [f"container argument {arg!r}" for arg in settings.slurm.container_args]
+        slurm: SlurmSettings = settings.table(cls.name)
+        found = [f"setup {line!r}" for line in slurm.setup]
+        if slurm.image:
+            found.append(f"image {slurm.image!r}")
+        return found + [f"container argument {arg!r}" for arg in slurm.container_args]
 
     def __init__(self, settings: SlurmSettings, device: str = "cpu",
                  threads: int = 1) -> None:
