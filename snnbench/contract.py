@@ -25,13 +25,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+)
 
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
 from snnbench.sampling import MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
-from snnbench.spec import NetworkSpec, SpecError
+from snnbench.spec import NetworkSpec
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -46,6 +56,48 @@ Samples = dict[str, dict[str, list[float]]]
 
 class ContractError(UserError):
     """A job or case record file is not one this snnbench can read; one line naming it."""
+
+
+# -- field types: how a value is checked on the way in and written on the way out ---------------
+# The dataclasses below are plain (built in code without checks); the files they come from
+# are checked by one pydantic TypeAdapter per type (:func:`_validate`), which also writes them.
+
+def _or(default: Any) -> BeforeValidator:
+    """A null (or, for containers, empty) value on disk means ``default``."""
+    return BeforeValidator(lambda value: default if value is None else value)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _env_pairs(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), str(v)) for k, v in value.items()))
+    raise ValueError("must be a table of names to values")
+
+
+def _spec(value: Any) -> NetworkSpec:
+    return value if isinstance(value, NetworkSpec) else NetworkSpec.from_dict(value)
+
+
+#: a tuple in memory, a JSON list on disk
+Names = Annotated[tuple[str, ...], PlainSerializer(list)]
+#: the spec goes through the plugin API's own checks (:meth:`NetworkSpec.from_dict`)
+Spec = Annotated[NetworkSpec, PlainValidator(_spec), PlainSerializer(NetworkSpec.to_dict)]
+#: a sorted tuple of pairs in memory, a JSON object on disk
+EnvVars = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env_pairs),
+                    PlainSerializer(dict)]
+#: a string a record may hold as null (read as "")
+Text = Annotated[str, _or("")]
+#: a count a record may hold as null (read as 0)
+Count = Annotated[int, _or(0)]
+#: an optional number; a non-finite one (NaN written as null) reads as None
+OptFloat = Annotated[float | None, AfterValidator(_finite_or_none)]
+#: a table a record may hold as null (read as empty)
+Table = Annotated[dict[str, Any], _or({})]
+#: phase → metric → raw values, a null value read as NaN
+SampleData = Annotated[dict[str, dict[str, list[Annotated[float, _or(math.nan)]]]], _or({})]
 
 
 def now_utc() -> str:
@@ -80,34 +132,33 @@ class LibraryEnvironment:
     name (e.g. ``snntorch@0.9.4``); ``python`` is the interpreter the worker runs under.
     """
 
+    # unknown keys are ignored: a record of a newer minor may describe more
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
+
     name: str = ""
-    requirements: tuple[str, ...] = ()
+    requirements: Names = ()
     python: str = ""
     #: the pins installed in the overlay (what the resolver chose), empty for the base
-    resolved: tuple[str, ...] = ()
+    resolved: Names = ()
     #: why the overlay could not be built ("" when it was): its cases are ``unavailable``
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return {"name": self.name, "requirements": list(self.requirements),
-                "python": self.python, "resolved": list(self.resolved), "error": self.error}
+        return _dump(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> LibraryEnvironment:
+    def from_dict(cls, data: Any, source: str = "environment") -> LibraryEnvironment:
         """Inverse of :meth:`to_dict` (a missing value is the base environment)."""
-        if not data:
-            return cls()
-        return cls(name=str(data.get("name", "")),
-                   requirements=tuple(str(r) for r in data.get("requirements", ())),
-                   python=str(data.get("python", "")),
-                   resolved=tuple(str(r) for r in data.get("resolved", ())),
-                   error=str(data.get("error", "")))
+        return _validate(cls, data or {}, source, "library environment")
 
 
 @dataclass(frozen=True)
 class Placement:
     """Where and how a case ran: recorded in every row so distributed runs stay honest."""
+
+    # unknown keys are ignored (written by a newer minor)
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
 
     #: the executor that ran it (``local``, ``slurm``, ``ray``)
     executor: str = "local"
@@ -115,7 +166,7 @@ class Placement:
     #: the GPU the case was pinned to (NVML UUID), "" when none was
     gpu_uuid: str = ""
     #: CPU cores the worker was bound to (empty: not bound)
-    cpus: tuple[int, ...] = ()
+    cpus: Annotated[tuple[int, ...], PlainSerializer(list)] = ()
     #: cases that ran side by side on this host, this one included (for Slurm and Ray: the
     #: most the engine was allowed to run at once); 0 for a case decided without running
     concurrency: int = 1
@@ -126,35 +177,31 @@ class Placement:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        data = dataclasses.asdict(self)
-        data["cpus"] = list(self.cpus)
-        return data
+        return _dump(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> Placement:
+    def from_dict(cls, data: Any, source: str = "placement") -> Placement:
         """Inverse of :meth:`to_dict`; unknown keys are ignored (written by a newer minor)."""
-        if not data:
-            return cls()
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in dict(data).items() if k in known}
-        if "cpus" in values:
-            values["cpus"] = tuple(int(c) for c in values["cpus"])
-        return cls(**values)
+        return _validate(cls, data or {}, source, "placement")
 
 
 @dataclass(frozen=True)
 class Job:
     """Everything a worker needs to run one (adapter, variant, case) and where to report."""
 
+    # written and read by the same snnbench: a key it does not know is a setting it would not
+    # apply, so it is refused
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
     adapter: str
     variant: str
     device: str
-    spec: NetworkSpec
+    spec: Spec
     #: where the worker writes its record; set by the executor (:meth:`with_result_in`)
     result_path: str = ""
     mode: JobMode = "run"
     threads: int = 1
-    phases: tuple[str, ...] = TIMED_PHASES
+    phases: Names = TIMED_PHASES
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     verify: bool = True
     #: time steps of the short pre-timing equivalence check (and of the case metrics)
@@ -170,9 +217,10 @@ class Job:
     #: seconds allowed for first-use preparation (library import, extension builds)
     prepare_timeout_s: float = 1800.0
     #: environment variables the worker needs before any import (threads, backend choice)
-    env: tuple[tuple[str, str], ...] = ()
-    environment: LibraryEnvironment = field(default_factory=LibraryEnvironment)
-    placement: Placement = field(default_factory=Placement)
+    env: EnvVars = ()
+    environment: Annotated[LibraryEnvironment, _or({})] = field(
+        default_factory=LibraryEnvironment)
+    placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
     #: which fresh process of the case this is (``--replicates``), 0 for the first
     replicate: int = 0
     schema: int = JOB_SCHEMA
@@ -204,75 +252,12 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return {
-            "schema": self.schema,
-            "adapter": self.adapter,
-            "variant": self.variant,
-            "device": self.device,
-            "spec": self.spec.to_dict(),
-            "result_path": self.result_path,
-            "mode": self.mode,
-            "threads": self.threads,
-            "phases": list(self.phases),
-            "measure": dataclasses.asdict(self.measure),
-            "verify": self.verify,
-            "verify_time_steps": self.verify_time_steps,
-            "allow_mismatch": self.allow_mismatch,
-            "energy": self.energy,
-            "order": self.order,
-            "dump_path": self.dump_path,
-            "timeout_s": self.timeout_s,
-            "prepare_timeout_s": self.prepare_timeout_s,
-            "env": {k: v for k, v in self.env},
-            "environment": self.environment.to_dict(),
-            "placement": self.placement.to_dict(),
-            "replicate": self.replicate,
-        }
+        return _dump(self)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job") -> Job:
         """Validate and build a job; :class:`ContractError` names what is wrong."""
-        if not isinstance(data, dict):
-            raise ContractError(f"{source} is not a job: not a JSON object")
-        if "schema" not in data:
-            raise ContractError(f"{source} is not a job: it lacks 'schema'")
-        if data["schema"] != JOB_SCHEMA:
-            raise ContractError(f"{source} has job schema {data.get('schema')!r}; this snnbench "
-                                f"reads {JOB_SCHEMA}")
-        # what a job file may leave out takes the field's default
-        default = {f.name: f.default for f in dataclasses.fields(cls)}
-
-        def given(name: str) -> Any:
-            return data.get(name, default[name])
-
-        try:
-            return cls(
-                adapter=str(data["adapter"]),
-                variant=str(data["variant"]),
-                device=str(data["device"]),
-                spec=NetworkSpec.from_dict(data["spec"]),
-                result_path=str(given("result_path")),
-                mode=given("mode"),
-                threads=int(given("threads")),
-                phases=tuple(given("phases")),
-                measure=MeasureSettings(**data.get("measure", {})),
-                verify=bool(given("verify")),
-                verify_time_steps=int(given("verify_time_steps")),
-                allow_mismatch=bool(given("allow_mismatch")),
-                energy=bool(given("energy")),
-                order=int(given("order")),
-                dump_path=str(given("dump_path")),
-                timeout_s=float(given("timeout_s")),
-                prepare_timeout_s=float(given("prepare_timeout_s")),
-                env=tuple(sorted((str(k), str(v)) for k, v in data.get("env", {}).items())),
-                environment=LibraryEnvironment.from_dict(data.get("environment")),
-                placement=Placement.from_dict(data.get("placement")),
-                replicate=int(given("replicate")),
-            )
-        except KeyError as exc:
-            raise ContractError(f"{source} is not a job: it lacks {exc.args[0]!r}") from exc
-        except (TypeError, ValueError, AttributeError, SpecError) as exc:
-            raise ContractError(f"{source} is not a valid job: {exc}") from exc
+        return _validate(cls, _job_header(data, source), source, "job")
 
     def write(self, path: Path) -> None:
         """Write the job as JSON (atomically: a reader never sees half a job)."""
@@ -292,11 +277,84 @@ def _read_json(path: Path, cannot_read: str) -> Any:
         raise ContractError(cannot_read.format(path=path, exc=exc)) from exc
 
 
-def _opt_float(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+T = TypeVar("T")
+
+#: one TypeAdapter per contract type, built on first use
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[T]) -> TypeAdapter[T]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def _validate(cls: type[T], data: Any, source: str, what: str) -> T:
+    """``data`` (JSON read from ``source``) checked and built as a ``cls``."""
+    try:
+        return _adapter(cls).validate_python(data)
+    except ValidationError as exc:
+        raise _contract_error(exc, source, what) from exc
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    """The JSON data of a contract object (the inverse of :func:`_validate`)."""
+    data: dict[str, Any] = _adapter(type(obj)).dump_python(obj)
+    return data
+
+
+def _contract_error(exc: ValidationError, source: str, what: str) -> ContractError:
+    """The one place a validation error becomes a one-line :class:`ContractError`: the keys
+    that are missing, else the first problem and where it is."""
+    errors = exc.errors()
+    missing = [repr(str(e["loc"][0])) for e in errors
+               if e["type"] in _MISSING and len(e["loc"]) == 1]
+    if missing:
+        return ContractError(f"{source} is not a {what}: it lacks {', '.join(missing)}")
+    error = errors[0]
+    where = ".".join(str(part) for part in error["loc"])
+    if error["type"] in _UNKNOWN:
+        problem = "unknown key"
+    elif error["type"] == "value_error":  # a check of our own: its message as it is
+        problem = str(error.get("ctx", {}).get("error", error["msg"]))
+    else:
+        problem = error["msg"]
+    return ContractError(f"{source} is not a valid {what}: "
+                         f"{f'{where}: ' if where else ''}{problem}")
+
+
+_MISSING = ("missing", "missing_argument", "missing_keyword_only_argument")
+_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def _job_header(data: Any, source: str) -> dict[str, Any]:
+    """``data`` if it is a job of the schema this code reads."""
+    if not isinstance(data, dict):
+        raise ContractError(f"{source} is not a job: not a JSON object")
+    if "schema" not in data:
+        raise ContractError(f"{source} is not a job: it lacks 'schema'")
+    if data["schema"] != JOB_SCHEMA:
+        raise ContractError(f"{source} has job schema {data.get('schema')!r}; this snnbench "
+                            f"reads {JOB_SCHEMA}")
+    return data
+
+
+def _record_header(data: Any, source: str) -> dict[str, Any]:
+    """``data`` without its ``case_id`` if it is a case record of the schema this code reads
+    (the case_id is checked against the spec once that is read)."""
+    if not isinstance(data, dict):
+        raise ContractError(f"{source} is not a case record: not a JSON object")
+    if data.get("schema", RECORD_SCHEMA) != RECORD_SCHEMA:
+        raise ContractError(f"{source} has record schema {data.get('schema')!r}; this "
+                            f"snnbench reads {RECORD_SCHEMA}")
+    missing = [k for k in ("adapter", "variant", "device", "spec", "status") if k not in data]
+    if missing:
+        raise ContractError(f"{source} is not a case record: it lacks "
+                            f"{', '.join(repr(m) for m in missing)}")
+    if data["status"] not in STATUSES:
+        raise ContractError(f"{source} has an unknown status {data['status']!r}")
+    return {k: v for k, v in data.items() if k != "case_id"}
 
 
 @dataclass
@@ -306,40 +364,45 @@ class CaseRecord:
     Built by :meth:`for_job` and filled in by the worker (or the parent when no worker ran).
     """
 
+    # unknown keys are ignored: a record of a newer minor may hold more, and the first records
+    # held keys dropped since (``prepare_s``, ``baseline_rss_bytes``, ``warmup_steps``)
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
+
     adapter: str
     variant: str
     device: str
-    spec: NetworkSpec
+    spec: Spec
     status: str = "error"
-    message: str = ""
-    library: str = ""
+    message: Text = ""
+    library: Text = ""
     library_version: str | None = None
-    spike_match: float | None = None
-    grad_cosine: float | None = None
+    spike_match: OptFloat = None
+    grad_cosine: OptFloat = None
     #: the full equivalence check (:class:`snnbench.verify.Equivalence` as a dict)
     equivalence: dict[str, Any] | None = None
     allow_mismatch: bool = False
     #: ``verify`` only: what the adapter declares
     exact_dynamics: bool | None = None
     exact_gradient: bool | None = None
-    approximation_note: str = ""
-    dump_path: str = ""
-    started_utc: str = ""
-    finished_utc: str = ""
-    order: int = 0
+    approximation_note: Text = ""
+    dump_path: Text = ""
+    started_utc: Text = ""
+    finished_utc: Text = ""
+    order: Count = 0
     #: the worker's wall time, as seen by whoever started it
-    wall_s: float | None = None
+    wall_s: OptFloat = None
     #: thread, precision and seed settings the worker applied
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: Table = field(default_factory=dict)
     #: measurement details beyond the samples (warm-up steps, timer, block size, clocks...)
-    measurement: dict[str, Any] = field(default_factory=dict)
-    samples: Samples = field(default_factory=dict)
-    environment: LibraryEnvironment = field(default_factory=LibraryEnvironment)
+    measurement: Table = field(default_factory=dict)
+    samples: SampleData = field(default_factory=dict)
+    environment: Annotated[LibraryEnvironment, _or({})] = field(
+        default_factory=LibraryEnvironment)
     #: resolved versions of the packages in the case's environment (name → version)
-    packages: dict[str, str] = field(default_factory=dict)
-    placement: Placement = field(default_factory=Placement)
-    replicate: int = 0
-    traceback: str = ""
+    packages: Annotated[dict[str, str], _or({})] = field(default_factory=dict)
+    placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
+    replicate: Count = 0
+    traceback: Text = ""
     schema: int = RECORD_SCHEMA
 
     @classmethod
@@ -369,65 +432,13 @@ class CaseRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the on-disk form of ``cases/*.json``)."""
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["spec"] = self.spec.to_dict()
-        data["case_id"] = self.case_id
-        data["environment"] = self.environment.to_dict()
-        data["placement"] = self.placement.to_dict()
-        return data
+        return {**_dump(self), "case_id": self.case_id}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "record") -> CaseRecord:
         """Validate and build a record; :class:`ContractError` names what is wrong."""
-        if not isinstance(data, dict):
-            raise ContractError(f"{source} is not a case record: not a JSON object")
-        if data.get("schema", RECORD_SCHEMA) != RECORD_SCHEMA:
-            raise ContractError(f"{source} has record schema {data.get('schema')!r}; this "
-                                f"snnbench reads {RECORD_SCHEMA}")
-        missing = [k for k in ("adapter", "variant", "device", "spec", "status")
-                   if k not in data]
-        if missing:
-            raise ContractError(f"{source} is not a case record: it lacks "
-                                f"{', '.join(repr(m) for m in missing)}")
-        if data["status"] not in STATUSES:
-            raise ContractError(f"{source} has an unknown status {data['status']!r}")
-        try:
-            spec = NetworkSpec.from_dict(data["spec"])
-            samples = {
-                str(phase): {str(m): [float(v) if v is not None else math.nan for v in values]
-                             for m, values in metrics.items()}
-                for phase, metrics in (data.get("samples") or {}).items()
-            }
-            record = cls(
-                adapter=str(data["adapter"]), variant=str(data["variant"]),
-                device=str(data["device"]), spec=spec, status=str(data["status"]),
-                message=str(data.get("message") or ""), library=str(data.get("library") or ""),
-                library_version=(None if data.get("library_version") is None
-                                 else str(data["library_version"])),
-                spike_match=_opt_float(data.get("spike_match")),
-                grad_cosine=_opt_float(data.get("grad_cosine")),
-                equivalence=data.get("equivalence"),
-                allow_mismatch=bool(data.get("allow_mismatch", False)),
-                exact_dynamics=data.get("exact_dynamics"),
-                exact_gradient=data.get("exact_gradient"),
-                approximation_note=str(data.get("approximation_note") or ""),
-                dump_path=str(data.get("dump_path") or ""),
-                started_utc=str(data.get("started_utc") or ""),
-                finished_utc=str(data.get("finished_utc") or ""),
-                order=int(data.get("order") or 0),
-                wall_s=_opt_float(data.get("wall_s")),
-                settings=dict(data.get("settings") or {}),
-                measurement=dict(data.get("measurement") or {}),
-                samples=samples,
-                environment=LibraryEnvironment.from_dict(data.get("environment")),
-                packages={str(k): str(v) for k, v in (data.get("packages") or {}).items()},
-                placement=Placement.from_dict(data.get("placement")),
-                replicate=int(data.get("replicate") or 0),
-                traceback=str(data.get("traceback") or ""),
-            )
-        except (TypeError, ValueError, AttributeError, SpecError) as exc:
-            raise ContractError(f"{source} is not a valid case record: {exc}") from exc
-        if "case_id" in data and data["case_id"] != record.case_id:
+        record = _validate(cls, _record_header(data, source), source, "case record")
+        if data.get("case_id", record.case_id) != record.case_id:
             raise ContractError(f"{source}: case_id {data['case_id']!r} does not match its spec "
                                 f"({record.case_id})")
         return record

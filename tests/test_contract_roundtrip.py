@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from snnbench.contract import CaseRecord
-from snnbench.fileio import atomic_write_json
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 RECORDS = sorted(RESULTS.glob("**/cases/*.json"))
