@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from snnbench import nvml as nvml_lib
@@ -46,11 +46,16 @@ class GpuState:
 
     @classmethod
     def from_dict(cls, data: Any) -> GpuState | None:
-        """Inverse of :meth:`to_dict`; None for no reading."""
+        """Inverse of :meth:`to_dict`; None for no reading (a null field reads as NaN, a key
+        it does not know is ignored).
+
+        Standard library only: the worker imports this module, and
+        :class:`snnbench.measurement.MeasurementInfo` validates its readings through it.
+        """
         if not isinstance(data, dict):
             return None
-        return cls(**{k: math.nan if data.get(k) is None else float(data[k])
-                      for k in ("sm_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w")})
+        return cls(**{f.name: math.nan if data.get(f.name) is None else float(data[f.name])
+                      for f in fields(cls)})
 
 
 class GpuMonitor:

@@ -2,70 +2,74 @@
 
 The worker fills one :class:`MeasurementInfo` and stores it in ``CaseRecord.measurement``
 (:meth:`MeasurementInfo.to_dict`); the tables read it back with :meth:`MeasurementInfo.from_dict`.
-That dict may hold keys written by other parts of the harness: they are kept as they are.
+That dict may hold keys written by other parts of the harness: they are kept as they are, and
+:meth:`MeasurementInfo.from_dict` ignores them. Both go through the contract's pydantic
+TypeAdapter (built on first use, as for the record itself).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BeforeValidator, ConfigDict, PlainSerializer, PlainValidator
 
 from snnbench.gpustate import GpuState, throttle_warning
+
+
+def _or(default: Any) -> BeforeValidator:
+    """A null value on disk means ``default``."""
+    return BeforeValidator(lambda value: default if value is None else value)
+
+
+#: a reading of the GPU, or None; read through :meth:`GpuState.from_dict` (NaN for a null
+#: field, None for no reading)
+Reading = Annotated[GpuState | None, PlainValidator(GpuState.from_dict),
+                    PlainSerializer(lambda s: None if s is None else s.to_dict())]
 
 
 @dataclass
 class MeasurementInfo:
     """What the worker records about how it timed one case."""
 
+    # unknown keys are ignored: ``CaseRecord.measurement`` holds keys of other parts of the
+    # harness beside these, and a record of a newer minor may hold more
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
+
     #: ``host``, ``cuda-event`` or ``jax-block`` (see :mod:`snnbench.timing`); "" if untimed
-    timer: str = ""
-    #: median time of an empty timed region (the timer's overhead), seconds
-    timer_null_s: float = math.nan
-    warmup_steps: int = 0
-    warmup_s: float = 0.0
+    timer: Annotated[str, _or("")] = ""
+    #: median time of an empty timed region (the timer's overhead), seconds (null: NaN)
+    timer_null_s: Annotated[float, _or(math.nan)] = math.nan
+    warmup_steps: Annotated[int, _or(0)] = 0
+    warmup_s: Annotated[float, _or(0.0)] = 0.0
     #: why the warm-up ended: ``boost``, ``stable`` or ``cap``
-    warmup_stop: str = ""
+    warmup_stop: Annotated[str, _or("")] = ""
     #: phase → iterations per sample
-    block_size: dict[str, int] = field(default_factory=dict)
+    block_size: Annotated[dict[str, int], _or({})] = field(default_factory=dict)
     #: phase → why its block is 1 although one iteration is below the timer's resolution
-    block_note: dict[str, str] = field(default_factory=dict)
+    block_note: Annotated[dict[str, str], _or({})] = field(default_factory=dict)
     #: the GPU before the warm-up, before the first timed phase, and after the last one
-    gpu_idle: GpuState | None = None
-    gpu_before: GpuState | None = None
-    gpu_after: GpuState | None = None
+    gpu_idle: Reading = None
+    gpu_before: Reading = None
+    gpu_after: Reading = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data, merged into ``CaseRecord.measurement``."""
-        return {
-            "timer": self.timer,
-            "timer_null_s": self.timer_null_s,
-            "warmup_steps": self.warmup_steps,
-            "warmup_s": self.warmup_s,
-            "warmup_stop": self.warmup_stop,
-            "block_size": dict(self.block_size),
-            "block_note": dict(self.block_note),
-            "gpu_idle": self.gpu_idle.to_dict() if self.gpu_idle else None,
-            "gpu_before": self.gpu_before.to_dict() if self.gpu_before else None,
-            "gpu_after": self.gpu_after.to_dict() if self.gpu_after else None,
-        }
+        from snnbench.contract import _dump  # (see from_dict)
+
+        return _dump(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MeasurementInfo:
-        """Read back :meth:`to_dict` (from a record of any age: missing keys take defaults)."""
-        null = data.get("timer_null_s")
-        return cls(
-            timer=str(data.get("timer") or ""),
-            timer_null_s=math.nan if null is None else float(null),
-            warmup_steps=int(data.get("warmup_steps") or 0),
-            warmup_s=float(data.get("warmup_s") or 0.0),
-            warmup_stop=str(data.get("warmup_stop") or ""),
-            block_size={str(k): int(v) for k, v in (data.get("block_size") or {}).items()},
-            block_note={str(k): str(v) for k, v in (data.get("block_note") or {}).items()},
-            gpu_idle=GpuState.from_dict(data.get("gpu_idle")),
-            gpu_before=GpuState.from_dict(data.get("gpu_before")),
-            gpu_after=GpuState.from_dict(data.get("gpu_after")),
-        )
+    def from_dict(cls, data: Any, source: str = "measurement") -> MeasurementInfo:
+        """Read back :meth:`to_dict` (from a record of any age: missing keys take defaults,
+        unknown ones are ignored); :class:`snnbench.contract.ContractError` names what is
+        wrong."""
+        # imported here (as in to_dict): the contract brings numpy and the spec, which would
+        # make importing this module alone eight times slower
+        from snnbench.contract import _validate
+
+        return _validate(cls, data or {}, source, "measurement")
 
     def store(self, measurement: dict[str, Any]) -> None:
         """Write these fields into a record's ``measurement`` dict, keeping its other keys."""

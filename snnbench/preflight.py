@@ -28,13 +28,15 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, PlainSerializer, WrapSerializer
 
 from snnbench import nvml
-from snnbench.contract import CaseRecord, case_busy_cores, now_utc
+from snnbench.contract import CaseRecord, _dump, _validate, case_busy_cores, now_utc
 from snnbench.errors import UserError
 
 #: version of the record below (bump when a field changes meaning)
@@ -194,27 +196,44 @@ class Probes:
 PROBES = Probes()
 
 
+def _rounded(digits: int) -> PlainSerializer:
+    """A number written rounded to ``digits`` decimals."""
+    return PlainSerializer(lambda value: round(value, digits))
+
+
+#: a tuple in memory, a JSON list on disk (its items written as they are)
+_AsList = WrapSerializer(lambda value, write: list(write(value)))
+
+
 @dataclass(frozen=True)
 class Preflight:
-    """What the machine was doing when a run started (or ended), and what that means."""
+    """What the machine was doing when a run started (or ended), and what that means.
+
+    Written and read by the contract's pydantic TypeAdapter (built on first use).
+    """
+
+    # unknown keys are ignored: the written record also holds ``noisy`` (derived from the
+    # findings), and a manifest of a newer minor may hold more
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="ignore")
 
     #: "start" (before the sweep) or "end" (after it)
     when: str
     recorded_utc: str
     cpus: int
-    load_avg: tuple[float, float, float]
+    load_avg: Annotated[tuple[float, float, float],
+                        PlainSerializer(lambda load: [round(v, 2) for v in load])]
     #: cores other processes kept busy over the check's window, and the hypervisor's steal
-    others_cores: float
-    steal_cores: float
+    others_cores: Annotated[float, _rounded(3)]
+    steal_cores: Annotated[float, _rounded(3)]
     threads: int
     jobs: int
     device: str
     #: the distinct governors of the CPUs ("" where the kernel exposes none, e.g. in a VM)
-    governors: tuple[str, ...]
+    governors: Annotated[tuple[str, ...], _AsList]
     #: True on, False off, None unknown
     turbo: bool | None
-    gpu_processes: tuple[GpuProcess, ...]
-    findings: tuple[Finding, ...]
+    gpu_processes: Annotated[tuple[GpuProcess, ...], _AsList]
+    findings: Annotated[tuple[Finding, ...], _AsList]
     schema: int = PREFLIGHT_SCHEMA
 
     @property
@@ -228,31 +247,14 @@ class Preflight:
         return bool(self.warnings)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for the manifest."""
-        data = asdict(self)
-        data["load_avg"] = [round(v, 2) for v in self.load_avg]
-        data["others_cores"] = round(self.others_cores, 3)
-        data["steal_cores"] = round(self.steal_cores, 3)
-        data["governors"] = list(self.governors)
-        data["gpu_processes"] = [asdict(p) for p in self.gpu_processes]
-        data["findings"] = [asdict(f) for f in self.findings]
-        data["noisy"] = self.noisy
-        return data
+        """Plain data for the manifest (with ``noisy``, derived from the findings)."""
+        return {**_dump(self), "noisy": self.noisy}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Preflight:
-        """Inverse of :meth:`to_dict` (for a manifest written by this schema)."""
-        load = tuple(float(v) for v in data["load_avg"])
-        return cls(
-            when=str(data["when"]), recorded_utc=str(data["recorded_utc"]),
-            cpus=int(data["cpus"]), load_avg=(load[0], load[1], load[2]),
-            others_cores=float(data["others_cores"]), steal_cores=float(data["steal_cores"]),
-            threads=int(data["threads"]), jobs=int(data["jobs"]), device=str(data["device"]),
-            governors=tuple(data["governors"]), turbo=data["turbo"],
-            gpu_processes=tuple(GpuProcess(**p) for p in data["gpu_processes"]),
-            findings=tuple(Finding(**f) for f in data["findings"]),
-            schema=int(data.get("schema", PREFLIGHT_SCHEMA)),
-        )
+    def from_dict(cls, data: Any, source: str = "preflight") -> Preflight:
+        """Inverse of :meth:`to_dict`; :class:`snnbench.contract.ContractError` names what is
+        wrong."""
+        return _validate(cls, data, source, "pre-flight check")
 
 
 def _read(path: Path) -> str | None:
@@ -396,8 +398,8 @@ class NoiseVerdict:
     reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for the manifest."""
-        return {"noisy": self.noisy, "reasons": list(self.reasons)}
+        """Plain data for the manifest (``asdict``: nothing to check or reshape)."""
+        return asdict(self)
 
 
 def noise_verdict(preflights: list[dict[str, Any]], records: list[CaseRecord]) -> NoiseVerdict:

@@ -18,6 +18,7 @@ from snnbench import preflight
 from snnbench.cli import app
 from snnbench.config import ConfigError, RunConfig, RunSettings
 from snnbench.contract import CaseRecord, Placement
+from snnbench.errors import UserError
 from snnbench.preflight import (
     CpuMonitor,
     CpuSample,
@@ -138,6 +139,8 @@ def test_the_record_round_trips_through_json(tmp_path: Path) -> None:
     assert data["load_avg"] == [0.7, 0.5, 0.25]
     assert data["gpu_processes"] == [{"gpu": 0, "pid": 9, "used_bytes": 123}]
     assert Preflight.from_dict(data) == result
+    with pytest.raises(UserError, match=r"not a valid pre-flight check: findings\.0\.level: "):
+        Preflight.from_dict({**data, "findings": [{"check": "x", "level": "loud", "message": ""}]})
 
 
 def test_cpu_monitor_subtracts_its_own_process() -> None:

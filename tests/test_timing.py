@@ -449,6 +449,27 @@ def test_a_cpu_case_records_the_host_timer_its_blocks_and_no_gpu_state() -> None
     assert back.block_size == MeasurementInfo.from_dict(record.measurement).block_size
 
 
+def test_measurement_info_reads_old_and_foreign_keys_and_names_a_bad_value() -> None:
+    from snnbench.contract import ContractError
+
+    info = MeasurementInfo(timer="host", warmup_steps=3, block_size={"forward": 4},
+                           gpu_before=GpuState(sm_clock_mhz=1980.0))
+    data = info.to_dict()
+    assert list(data) == ["timer", "timer_null_s", "warmup_steps", "warmup_s", "warmup_stop",
+                          "block_size", "block_note", "gpu_idle", "gpu_before", "gpu_after"]
+    assert data["gpu_before"]["sm_clock_mhz"] == 1980.0 and data["gpu_after"] is None
+    # a record's measurement dict holds other keys (kept, ignored); nulls read as defaults
+    back = MeasurementInfo.from_dict({**data, "busy_cores": 0.1, "timer_null_s": None,
+                                      "block_note": None,
+                                      "gpu_before": {"sm_clock_mhz": 1980.0}})
+    assert back.block_size == {"forward": 4} and back.block_note == {}
+    assert math.isnan(back.timer_null_s) and back.gpu_before is not None
+    assert back.gpu_before.sm_clock_mhz == 1980.0 and math.isnan(back.gpu_before.power_w)
+    assert MeasurementInfo.from_dict({}).timer == ""
+    with pytest.raises(ContractError, match="not a valid measurement: warmup_steps: "):
+        MeasurementInfo.from_dict({"warmup_steps": "many"})
+
+
 # -- settings ------------------------------------------------------------------------------------
 def test_run_config_carries_the_warm_up_cap_and_block_limit_to_the_worker() -> None:
     from snnbench.config import RunConfig
