@@ -27,7 +27,7 @@ from typing import Any
 
 from snnbench.errors import UserError
 from snnbench.executor_settings import ExecutorSettings
-from snnbench.sampling import MeasureSettings
+from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError, shown
 
@@ -63,15 +63,15 @@ class RunSettings:
     warmup_s: float = _MEASURE.warmup_s
     warmup_max_s: float = _MEASURE.warmup_max_s
     max_block: int = _MEASURE.max_block
-    timeout_s: float = 900.0
+    timeout_s: float = TIMEOUT_S
     #: seconds a worker may spend preparing (library import, first-use extension builds)
     #: before its case starts; the case's own ``timeout_s`` starts after that
-    prepare_timeout_s: float = 1800.0
+    prepare_timeout_s: float = PREPARE_TIMEOUT_S
     #: CPU threads for torch and XLA in every worker; 0 means all cores of this machine
     threads: int = 0
     phases: tuple[str, ...] = TIMED_PHASES
     verify: bool = True
-    verify_time_steps: int = 50
+    verify_time_steps: int = VERIFY_TIME_STEPS
     allow_mismatch: bool = False
     energy: bool = True
     #: where library environments are cached ("": $SNNBENCH_ENV_CACHE or ~/.cache/snnbench/envs)
