@@ -20,14 +20,16 @@ import itertools
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_type_hints
+
+from pydantic import AfterValidator, PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
 from snnbench.errors import UserError
 from snnbench.executor_settings import ExecutorSettings
-from snnbench.sampling import MeasureSettings
+from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError, shown
 
@@ -49,102 +51,121 @@ class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message is one line naming the problem."""
 
 
+# -- field types: each [run] key's check, declared with its field --------------------------------
+# A check raises ValueError("must be ..., got ...") and :func:`_config_error` puts the key's name
+# in front: one line, never a traceback or an error row halfway through the sweep.
+
+def _check(ok: Callable[[Any], bool], wording: str) -> PlainValidator:
+    """A value for which ``ok`` holds, else "must be {wording}, got {value}"."""
+    def validate(value: Any) -> Any:
+        if not ok(value):
+            raise ValueError(f"must be {wording}, got {shown(value)}")
+        return value
+    return PlainValidator(validate)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
+
+
+def _one_of(choices: tuple[str, ...]) -> PlainValidator:
+    return _check(lambda v: isinstance(v, str) and v in choices, f"one of {', '.join(choices)}")
+
+
+def _above_zero(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+    return value
+
+
+def _absolute(value: str) -> str:
+    # recorded absolute: a run resumed from another folder must find the same cache (not
+    # build a second one) and the same wheels
+    return os.path.abspath(os.path.expanduser(value)) if value else value
+
+
+def _adapter_names(value: tuple[str, ...]) -> tuple[str, ...]:
+    if not value or not all(a.strip() for a in value):
+        raise ValueError("must name at least one adapter (or 'all'), and no empty name")
+    return value
+
+
+def _timed_phases(value: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [p for p in value if p not in TIMED_PHASES]
+    if bad or not value:
+        raise ValueError(f"must be a non-empty subset of {', '.join(TIMED_PHASES)}, got {bad}")
+    return value
+
+
+#: a list of names (a tuple in memory, a list in the manifest)
+_Names = Annotated[tuple[str, ...], PlainSerializer(list),
+                   _check(lambda v: isinstance(v, tuple) and all(isinstance(n, str) for n in v),
+                          "a list of names")]
+_Positive = Annotated[int, _check(lambda v: _is_int(v) and v >= 1, "a positive integer")]
+_Count = Annotated[int, _check(lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")]
+_Seconds = Annotated[float, _check(_is_seconds, "a finite number ≥ 0")]
+_Limit = Annotated[_Seconds, AfterValidator(_above_zero)]
+_Flag = Annotated[bool, _check(lambda v: isinstance(v, bool), "true or false")]
+_Path = Annotated[str, _check(lambda v: isinstance(v, str), "a path (text)"),
+                  AfterValidator(_absolute)]
+
+
 @dataclass(frozen=True)
 class RunSettings:
-    """How a sweep is measured (the ``[run]`` table)."""
+    """How a sweep is measured (the ``[run]`` table).
 
-    adapters: tuple[str, ...] = ("all",)
-    device: str = "auto"
+    Every field is checked by its type's validator (:func:`_validate_fields`), also when built
+    in code: a wrong value is a one-line :class:`ConfigError`.
+    """
+
+    adapters: Annotated[_Names, AfterValidator(_adapter_names)] = ("all",)
+    device: Annotated[str, _one_of(DEVICES)] = "auto"
     #: the sampling settings: their meaning and defaults are MeasureSettings' (snnbench.sampling)
-    repeats: int = _MEASURE.repeats
-    max_repeats: int = _MEASURE.max_repeats
-    min_time_s: float = _MEASURE.min_time_s
-    warmup: int = _MEASURE.warmup
-    warmup_s: float = _MEASURE.warmup_s
-    warmup_max_s: float = _MEASURE.warmup_max_s
-    max_block: int = _MEASURE.max_block
-    timeout_s: float = 900.0
+    repeats: _Positive = _MEASURE.repeats
+    max_repeats: _Positive = _MEASURE.max_repeats
+    min_time_s: _Seconds = _MEASURE.min_time_s
+    warmup: _Count = _MEASURE.warmup
+    warmup_s: _Seconds = _MEASURE.warmup_s
+    warmup_max_s: _Seconds = _MEASURE.warmup_max_s
+    max_block: _Positive = _MEASURE.max_block
+    timeout_s: _Limit = TIMEOUT_S
     #: seconds a worker may spend preparing (library import, first-use extension builds)
     #: before its case starts; the case's own ``timeout_s`` starts after that
-    prepare_timeout_s: float = 1800.0
+    prepare_timeout_s: _Limit = PREPARE_TIMEOUT_S
     #: CPU threads for torch and XLA in every worker; 0 means all cores of this machine
-    threads: int = 0
-    phases: tuple[str, ...] = TIMED_PHASES
-    verify: bool = True
-    verify_time_steps: int = 50
-    allow_mismatch: bool = False
-    energy: bool = True
+    threads: _Count = 0
+    phases: Annotated[_Names, AfterValidator(_timed_phases)] = TIMED_PHASES
+    verify: _Flag = True
+    verify_time_steps: _Positive = VERIFY_TIME_STEPS
+    allow_mismatch: _Flag = False
+    energy: _Flag = True
     #: where library environments are cached ("": $SNNBENCH_ENV_CACHE or ~/.cache/snnbench/envs)
-    env_cache: str = ""
+    env_cache: _Path = ""
     #: a folder of wheels: build library environments from it alone, offline ("": the index,
     #: or $SNNBENCH_WHEELHOUSE)
-    wheelhouse: str = ""
+    wheelhouse: _Path = ""
     #: fresh worker processes per case (``--replicates``), interleaved across adapters (ABBA)
-    replicates: int = 1
+    replicates: _Positive = 1
     #: add one ``null`` case (the harness-overhead probe) per run at its smallest case, so the
     #: report can give the harness overhead; the shipped configs turn it on
-    overhead_probe: bool = False
+    overhead_probe: _Flag = False
     #: refuse to start on a noisy machine (snnbench.preflight): exit 2 with the reason
-    strict: bool = False
+    strict: _Flag = False
     #: how idle CPU threads wait, for every adapter (see THREAD_WAITS, docs/methodology.md)
-    thread_wait: str = "passive"
+    thread_wait: Annotated[str, _one_of(THREAD_WAITS)] = "passive"
 
     def __post_init__(self) -> None:
-        # every key is type-checked: a wrong type must be one line now, never a traceback or an
-        # error row halfway through the sweep
-        for name in ("adapters", "phases"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{name} must be a list of names, got {shown(value)}")
-        if not isinstance(self.device, str) or self.device not in DEVICES:
-            raise ConfigError(
-                f"device must be one of {', '.join(DEVICES)}, got {shown(self.device)}"
-            )
-        positive_ints = ("repeats", "max_repeats", "verify_time_steps", "max_block",
-                         "replicates")
-        for name in positive_ints:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {shown(value)}")
-        for name in ("warmup", "threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} must be an integer ≥ 0, got {shown(value)}")
-        for name in ("min_time_s", "warmup_s", "warmup_max_s", "timeout_s", "prepare_timeout_s"):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, int | float)
-                    or not math.isfinite(value) or value < 0):
-                raise ConfigError(f"{name} must be a finite number ≥ 0, got {shown(value)}")
-        for name in ("verify", "allow_mismatch", "energy", "overhead_probe", "strict"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise ConfigError(f"{name} must be true or false, got {shown(value)}")
-        if not isinstance(self.thread_wait, str) or self.thread_wait not in THREAD_WAITS:
-            raise ConfigError(f"thread_wait must be one of {', '.join(THREAD_WAITS)}, got "
-                              f"{shown(self.thread_wait)}")
-        for name in ("env_cache", "wheelhouse"):
-            if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"{name} must be a path (text), got {shown(getattr(self, name))}")
-            if getattr(self, name):
-                # recorded absolute: a run resumed from another folder must find the same
-                # cache (not build a second one) and the same wheels
-                object.__setattr__(self, name,
-                                   os.path.abspath(os.path.expanduser(getattr(self, name))))
-        for name in ("timeout_s", "prepare_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.max_repeats < self.repeats:
-            raise ConfigError(
-                f"max_repeats ({self.max_repeats}) must be ≥ repeats ({self.repeats})"
-            )
-        bad = [p for p in self.phases if p not in TIMED_PHASES]
-        if bad or not self.phases:
-            raise ConfigError(
-                f"phases must be a non-empty subset of {', '.join(TIMED_PHASES)}, got {bad}"
-            )
-        if not self.adapters or not all(a.strip() for a in self.adapters):
-            raise ConfigError("adapters must name at least one adapter (or 'all'), and no "
-                              "empty name")
+        _validate_fields(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as plain data (the manifest's ``config.run``)."""
+        return {name: adapter.dump_python(getattr(self, name))
+                for name, adapter in _field_adapters().items()}
 
     @property
     def measure_settings(self) -> MeasureSettings:
@@ -160,6 +181,48 @@ class RunSettings:
         if hasattr(os, "sched_getaffinity"):
             return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
+
+
+#: one TypeAdapter per RunSettings field, built on first use (by field name)
+_FIELD_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+
+
+def _field_adapters() -> dict[str, TypeAdapter[Any]]:
+    if not _FIELD_ADAPTERS:
+        hints = get_type_hints(RunSettings, include_extras=True)
+        by_type: dict[Any, TypeAdapter[Any]] = {}
+        for f in dataclasses.fields(RunSettings):
+            hint = hints[f.name]
+            if hint not in by_type:
+                by_type[hint] = TypeAdapter(hint)
+            _FIELD_ADAPTERS[f.name] = by_type[hint]
+    return _FIELD_ADAPTERS
+
+
+def _validate_fields(settings: RunSettings) -> None:
+    """Check every field of ``settings`` (and keep the checked value: paths made absolute)."""
+    for name, adapter in _field_adapters().items():
+        value = getattr(settings, name)
+        try:
+            checked = adapter.validate_python(value)
+        except ValidationError as exc:
+            raise _config_error(exc, name) from exc
+        if checked is not value:
+            object.__setattr__(settings, name, checked)
+    if settings.max_repeats < settings.repeats:
+        raise ConfigError(
+            f"max_repeats ({settings.max_repeats}) must be ≥ repeats ({settings.repeats})"
+        )
+
+
+def _config_error(exc: ValidationError, name: str) -> ConfigError:
+    """The one place a validation error of a ``[run]`` key becomes a one-line ConfigError."""
+    error = exc.errors()[0]
+    if error["type"] == "value_error":  # a check of our own: its message as it is
+        problem = str(error.get("ctx", {}).get("error", error["msg"]))
+    else:
+        problem = error["msg"]
+    return ConfigError(f"{name} {problem}")
 
 
 @dataclass(frozen=True)
@@ -195,11 +258,8 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what the manifest stores and ``--resume`` reloads)."""
-        run = dataclasses.asdict(self.run)
-        run["adapters"] = list(self.run.adapters)
-        run["phases"] = list(self.run.phases)
         return {
-            "run": run,
+            "run": self.run.to_dict(),
             "network": dict(self.network),
             "sweep": [{k: list(v) for k, v in table.items()} for table in self.sweeps],
             "environments": {name: {"requirements": list(reqs)}

@@ -39,7 +39,7 @@ from pydantic import (
 
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
-from snnbench.sampling import MeasureSettings
+from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
 
@@ -205,7 +205,7 @@ class Job:
     measure: MeasureSettings = field(default_factory=MeasureSettings)
     verify: bool = True
     #: time steps of the short pre-timing equivalence check (and of the case metrics)
-    verify_time_steps: int = 50
+    verify_time_steps: int = VERIFY_TIME_STEPS
     allow_mismatch: bool = False
     energy: bool = True
     #: position in the sweep (orders records that finished in the same millisecond)
@@ -213,9 +213,9 @@ class Job:
     #: ``verify --dump``: where to write the arrays (.npz), "" for none
     dump_path: str = ""
     #: seconds allowed for the timed case once preparation is done
-    timeout_s: float = 900.0
+    timeout_s: float = TIMEOUT_S
     #: seconds allowed for first-use preparation (library import, extension builds)
-    prepare_timeout_s: float = 1800.0
+    prepare_timeout_s: float = PREPARE_TIMEOUT_S
     #: environment variables the worker needs before any import (threads, backend choice)
     env: EnvVars = ()
     environment: Annotated[LibraryEnvironment, _or({})] = field(

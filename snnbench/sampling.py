@@ -1,4 +1,5 @@
-"""How long and how often each phase of a case is sampled: settings every layer shares.
+"""How long and how often each phase of a case is sampled, and how long a case may take:
+settings every layer shares.
 
 The config reads them (``[run]``), a job carries them to its worker, and the timing loops
 follow them; they stand here, on their own, so that none of those needs the others.
@@ -7,6 +8,15 @@ follow them; they stand here, on their own, so that none of those needs the othe
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: seconds a case may run once its preparation is done (``[run] timeout_s``, a job's timeout)
+TIMEOUT_S = 900.0
+#: seconds a worker may spend preparing (library import, first-use extension builds) before
+#: its case starts (``[run] prepare_timeout_s``)
+PREPARE_TIMEOUT_S = 1800.0
+#: time steps of the short pre-timing equivalence check, and of ``verify`` (the case's own T
+#: when shorter)
+VERIFY_TIME_STEPS = 50
 
 
 @dataclass(frozen=True)

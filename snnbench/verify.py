@@ -23,6 +23,7 @@ import numpy as np
 from snnbench.adapter import Adapter
 from snnbench.reference import ReferenceResult, run_reference
 from snnbench.reference import round_to_dtype as round_to_dtype  # re-exported: it lived here
+from snnbench.sampling import VERIFY_TIME_STEPS as VERIFY_TIME_STEPS  # re-exported: it lived here
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
 
 #: an adapter declaring exact dynamics must agree on at least this fraction of spikes, by
@@ -36,8 +37,6 @@ MIN_SPIKE_MATCH: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float1
 #: operands and results (a bfloat16 rounding is 2^-9 relative: cosines stay above 0.999)
 GRAD_COSINE_MIN: dict[str, float] = {"float32": 0.999, "bfloat16": 0.95, "float16": 0.99,
                                      "amp-bf16": 0.99, "amp-fp16": 0.99}
-#: time steps used by the pre-timing check (the case's own T when shorter)
-VERIFY_TIME_STEPS = 50
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from snnbench.planning.jobs import make_job, parent_record, static_adapter_recor
 from snnbench.planning.messages import NotifyCallback
 from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import discover
+from snnbench.sampling import VERIFY_TIME_STEPS
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
 from snnbench.verify import verification_spec
@@ -34,7 +35,7 @@ class VerifyRequest:
     adapters: tuple[str, ...] = ("all",)
     resets: tuple[str, ...] = ("subtract", "zero")
     neurons: tuple[int, ...] = (64, 256)
-    time_steps: int = 50
+    time_steps: int = VERIFY_TIME_STEPS
     batch_size: int = 4
     dtype: str = "float32"
     #: the spec's ``matmul_precision`` (``amp-bf16``/``amp-fp16``: automatic mixed precision)
