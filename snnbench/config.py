@@ -27,6 +27,7 @@ from typing import Annotated, Any, get_type_hints
 
 from pydantic import AfterValidator, PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
+from snnbench import validation
 from snnbench.errors import UserError
 from snnbench.executor_settings import ExecutorSettings
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
@@ -217,12 +218,7 @@ def _validate_fields(settings: RunSettings) -> None:
 
 def _config_error(exc: ValidationError, name: str) -> ConfigError:
     """The one place a validation error of a ``[run]`` key becomes a one-line ConfigError."""
-    error = exc.errors()[0]
-    if error["type"] == "value_error":  # a check of our own: its message as it is
-        problem = str(error.get("ctx", {}).get("error", error["msg"]))
-    else:
-        problem = error["msg"]
-    return ConfigError(f"{name} {problem}")
+    return ConfigError(f"{name} {validation.problem(validation.first(exc))}")
 
 
 @dataclass(frozen=True)

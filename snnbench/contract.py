@@ -37,6 +37,7 @@ from pydantic import (
     ValidationError,
 )
 
+from snnbench import validation
 from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
@@ -307,25 +308,14 @@ def _dump(obj: Any) -> dict[str, Any]:
 def _contract_error(exc: ValidationError, source: str, what: str) -> ContractError:
     """The one place a validation error becomes a one-line :class:`ContractError`: the keys
     that are missing, else the first problem and where it is."""
-    errors = exc.errors()
-    missing = [repr(str(e["loc"][0])) for e in errors
-               if e["type"] in _MISSING and len(e["loc"]) == 1]
+    missing = validation.missing_keys(exc)
     if missing:
-        return ContractError(f"{source} is not a {what}: it lacks {', '.join(missing)}")
-    error = errors[0]
-    where = ".".join(str(part) for part in error["loc"])
-    if error["type"] in _UNKNOWN:
-        problem = "unknown key"
-    elif error["type"] == "value_error":  # a check of our own: its message as it is
-        problem = str(error.get("ctx", {}).get("error", error["msg"]))
-    else:
-        problem = error["msg"]
+        return ContractError(f"{source} is not a {what}: it lacks "
+                             f"{', '.join(repr(m) for m in missing)}")
+    error = validation.first(exc)
+    where = validation.where(error)
     return ContractError(f"{source} is not a valid {what}: "
-                         f"{f'{where}: ' if where else ''}{problem}")
-
-
-_MISSING = ("missing", "missing_argument", "missing_keyword_only_argument")
-_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+                         f"{f'{where}: ' if where else ''}{validation.problem(error)}")
 
 
 def _job_header(data: Any, source: str) -> dict[str, Any]:

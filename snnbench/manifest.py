@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from snnbench import validation
 from snnbench.fileio import StorageError
 from snnbench.schema import SCHEMA_VERSION
 
@@ -165,13 +166,13 @@ _MISSING = {
 
 def _first_problem(exc: ValidationError) -> str:
     """The first error of ``exc`` in a few words: the key and what is wrong with it."""
-    error = exc.errors()[0]
+    error = validation.first(exc)
     loc = tuple(str(part) for part in error["loc"])
     if error["type"] == "missing" and loc in _MISSING:
         return _MISSING[loc]
-    where = ".".join(str(part) for part in loc) or "manifest"
+    where = validation.where(error) or "manifest"
     if loc == ("settings", "device"):
         return f"settings.device must be cpu or cuda, got {error.get('input')!r}"
-    if error["type"] == "extra_forbidden":
+    if error["type"] in validation.UNKNOWN:
         return f"unknown key {where}"
-    return f"{where}: {error['msg']}"
+    return f"{where}: {validation.problem(error)}"
