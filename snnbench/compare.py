@@ -9,9 +9,10 @@ reads (text, Markdown, JSON) is :mod:`snnbench.compare_output`; the verdict's da
 
 time (``time_s`` of forward, backward, step)
     a tri-state gate on the ratio candidate/baseline of the pooled medians
-    (:mod:`snnbench.gate`): a hierarchical bootstrap (processes, then samples within them,
-    from ``samples.parquet`` and its ``replicate`` column) gives a two-sided (1 − ``alpha``)
-    interval of the ratio. ``regression`` (fail) when the whole interval lies above
+    (:mod:`snnbench.gate`): with two or more processes a side (the ``replicate`` column of
+    ``samples.parquet``) Student's t over the processes' medians, with one a hierarchical
+    bootstrap of the samples, gives a two-sided (1 − ``alpha``) interval of the ratio.
+    ``regression`` (fail) when the whole interval lies above
     ``factor``; ``inconclusive`` when it straddles the factor (the note says how many
     replicates would resolve it); ``same`` (pass) when it lies below the factor, ``improved``
     when below 1/``factor`` too. Without raw samples the 99 % CIs of the two medians bound the

@@ -39,16 +39,16 @@ class ExecutorError(UserError):
     """An executor cannot be used as asked (missing engine, bad option); one line."""
 
 
+#: the shipped executors (plugins add theirs: :func:`executor_names`)
+EXECUTORS: tuple[str, ...] = ("local", "slurm", "ray")
+
+
 def executor_names() -> tuple[str, ...]:
     """The executors installed: names in the ``snnbench.executors`` group, none loaded."""
     names = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
     # the shipped three first, in their documented order; plugins after, by name
-    shipped = tuple(n for n in ("local", "slurm", "ray") if n in names)
+    shipped = tuple(n for n in EXECUTORS if n in names)
     return shipped + tuple(sorted(names - set(shipped)))
-
-
-#: the shipped executors (plugins add theirs: :func:`executor_names`)
-EXECUTORS: tuple[str, ...] = ("local", "slurm", "ray")
 
 
 def load_executor(name: str) -> Any:
