@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# One short lease of a GPU box (no network) for issue 18, in one command:
-#   set-up from a carried wheelhouse, verify on CUDA, the timer/IQR/null goals, fused bf16 against
-#   the floor, which SpikingJelly kernels run, and one light sweep of every adapter at n=512.
-# Usage (repository root, on the box):  bash benchmarks/gpu_lease.sh WHEELHOUSE OUTDIR BUDGET_S
+# One short lease of a GPU box (no network), in one command:
+#   set-up from a carried wheelhouse, then a light sweep of every adapter at n=512 (each case
+#   verified against the reference before it is timed), and, where asked, verify on CUDA, the
+#   timer/IQR/null goals, fused bf16 against the floor and which SpikingJelly kernels run.
+# Usage (repository root, on the box):  bash benchmarks/gpu_lease.sh WHEELHOUSE OUTDIR BUDGET_S [CONFIG]
+#   CONFIG: the sweep (default benchmarks/gpu-lease.toml)
+#   LEASE_STEPS: which optional steps run, a comma list of verify, timers, sj-kernels
+#     (default: all three)
+#   SJ_NATIVE=1: build SpikingJelly's native CUDA operators beside the set-up (longer than a
+#     15-minute lease allows on 16 cores); else SpikingJelly is installed pure (Triton and torch
+#     backends) after the set-up.
 # Every step is time-boxed against BUDGET_S; logs and run folders go to OUTDIR/lease.tar.gz.
 set -u
-wheels=${1:?wheelhouse}; out=${2:?out folder}; budget=${3:-520}
+wheels=${1:?wheelhouse}; out=${2:?out folder}; budget=${3:-520}; config=${4:-benchmarks/gpu-lease.toml}
+steps=",${LEASE_STEPS-verify,timers,sj-kernels},"
+wants() { [[ $steps == *",$1,"* ]]; }
 work=results/gpu-lease; mkdir -p "$work"
 left() { echo $(( budget - SECONDS )); }
 box() { # box SECONDS NAME CMD...: run CMD with at most SECONDS (and never past the budget)
@@ -20,21 +29,27 @@ box() { # box SECONDS NAME CMD...: run CMD with at most SECONDS (and never past 
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=9.0
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv | tee "$work/gpu.txt"
-# SpikingJelly's native CUDA build (CPU-bound) beside the other set-up steps and verify (untimed)
-timeout -k 5 220 python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
-  --only spikingjelly --max-jobs 12 >"$work/setup-sj.log" 2>&1 &
-sj=$!
+sj=
+if [[ ${SJ_NATIVE-} == 1 ]]; then  # SpikingJelly's native CUDA build (CPU-bound) beside the set-up
+  timeout -k 5 220 python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
+    --only spikingjelly --max-jobs 12 >"$work/setup-sj.log" 2>&1 &
+  sj=$!
+fi
 box 150 setup python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
   --skip spikingjelly,sinabs-exodus --max-jobs 4
-box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
+if [[ -z $sj ]]; then
+  box 60 setup-sj-pure python3 -m pip install --no-deps --no-build-isolation --no-index --find-links "$wheels" \
+    spikingjelly==2.0.0 loguru==0.7.3  # loguru: what its import needs and the box lacks
+fi
+wants verify && box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
   --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100
-wait $sj; echo "== setup-sj: exit $? at $SECONDS s" | tee -a "$work/steps.txt"; tail -n 8 "$work/setup-sj.log"
-box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cuda --samples 15 \
+[[ -n $sj ]] && { wait $sj; echo "== setup-sj: exit $? at $SECONDS s" | tee -a "$work/steps.txt"; tail -n 8 "$work/setup-sj.log"; }
+wants timers && box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cuda --samples 15 \
   --cases fused:512,fused::cudagraph:512,torch:512,floor:512,null:512,fused:4096,floor:4096
-box 50 timers-bf16 python3 benchmarks/gpu_timers.py --device cuda --samples 11 --dtype bfloat16 \
+wants timers && box 50 timers-bf16 python3 benchmarks/gpu_timers.py --device cuda --samples 11 --dtype bfloat16 \
   --cases fused:512,fused::cudagraph:512,floor:512,fused:2048,fused::cudagraph:2048,floor:2048,fused:4096,floor:4096
-box 35 sj-kernels python3 benchmarks/sj_kernels.py --device cuda --neurons 512
-box 400 run python3 -m snnbench run --config benchmarks/gpu-lease.toml --out "$work/run"
+wants sj-kernels && box 35 sj-kernels python3 benchmarks/sj_kernels.py --device cuda --neurons 512
+box 400 run python3 -m snnbench run --config "$config" --out "$work/run"
 python3 -m snnbench report "$work/run" >"$work/report.log" 2>&1
 echo "== total $SECONDS s" | tee -a "$work/steps.txt"
 tar czf "$out/lease.tar.gz" "$work" build/gpu-setup 2>/dev/null

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from snnbench.adapter import Adapter, AdapterUnavailable
-from snnbench.adapters.lava_dl import LavaDlAdapter, surrogate_grad_params
+from snnbench.adapters.lava_dl import LavaDlAdapter, pin_jit_arch, surrogate_grad_params
 from snnbench.adapters.rockpool import RockpoolAdapter, RockpoolExodusAdapter
 from snnbench.adapters.sinabs import SinabsAdapter
 from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
@@ -96,6 +96,33 @@ def test_lava_dl_close_to_reference(detach: bool) -> None:
     assert eq.grad_cosine >= 0.8
     assert eq.bias_grad_cosine >= 0.8
     assert eq.spike_rate > 0.005
+
+
+@pytest.mark.parametrize(
+    ("user_list", "expected"),
+    [(None, "9.0"), ("8.0", "9.0"), ("8.0;9.0+PTX", "8.0;9.0+PTX"), ("8.6 9.0", "8.6 9.0")],
+)
+def test_lava_dl_builds_its_cuda_extension_for_this_gpu(
+    monkeypatch: pytest.MonkeyPatch, user_list: str | None, expected: str
+) -> None:
+    """lava-dl 0.6 pins its JIT build to sm_80 on any GPU of capability >= 8, which cannot launch
+    on an H100 ("no kernel image is available", seen in the lease of 2026-11-26): the adapter
+    sets lava's own knob to the GPU's capability, or keeps the user's list when it names it."""
+    _available(LavaDlAdapter())
+    from snnbench.adapters.lava_dl import import_slayer
+
+    slayer = import_slayer()
+    from lava.lib.dl.slayer.neuron.dynamics import leaky_integrator
+
+    # the knob the extension's loader reads at build time is the module attribute we set
+    assert leaky_integrator.jitconfig is slayer.jitconfig
+    if user_list is None:
+        monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", user_list)
+    monkeypatch.setattr(slayer.jitconfig, "TORCH_CUDA_ARCH_LIST", "8.0")  # lava's pin on a GPU
+    assert pin_jit_arch(slayer, (9, 0)) == expected
+    assert expected == slayer.jitconfig.TORCH_CUDA_ARCH_LIST
 
 
 def _lava_model_grad(spec: NetworkSpec) -> np.ndarray:

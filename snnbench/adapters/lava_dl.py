@@ -44,6 +44,8 @@ Prophesee toolbox warning on stdout, which is redirected to stderr.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sys
 import types
 from typing import Any
@@ -85,6 +87,25 @@ def import_slayer() -> Any:
     with contextlib.redirect_stdout(sys.stderr):  # the Prophesee warning is printed on stdout
         import lava.lib.dl.slayer as slayer
     return slayer
+
+
+def pin_jit_arch(slayer: Any, capability: tuple[int, int]) -> str:
+    """Make lava compile its CUDA extension for this GPU; return the arch list it will use.
+
+    lava-dl 0.6's ``slayer/jitconfig.py`` sets ``TORCH_CUDA_ARCH_LIST = '8.0'`` on every GPU of
+    compute capability 8 or more (a work-around from the RTX 3080's days) and writes it into the
+    environment before it compiles. An sm_80 binary does not run on a Hopper (9.0) or later GPU:
+    every launch fails with "no kernel image is available for the device", as it did on the
+    H100. The arch list the user set wins when it names this GPU's capability; else it is the
+    GPU's own. The extension's build command changes with the list, so ninja rebuilds a cached
+    sm_80 build once.
+    """
+    own = f"{capability[0]}.{capability[1]}"
+    wanted = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+    archs = {a.removesuffix("+PTX") for a in re.split(r"[;, ]+", wanted.strip())}
+    arch_list = wanted if own in archs else own
+    slayer.jitconfig.TORCH_CUDA_ARCH_LIST = arch_list
+    return arch_list
 
 
 def surrogate_grad_params(spec: NetworkSpec, threshold: float) -> tuple[float, float]:
@@ -155,6 +176,9 @@ class LavaDlAdapter(Adapter):
                 "lava-dl compiles its CUDA extension with ninja, which is not installed "
                 "(pip install ninja, or make gpu-setup)"
             )
+        import torch
+
+        pin_jit_arch(slayer, torch.cuda.get_device_capability())
         try:
             # First use JIT-compiles leaky_integrator.cu with nvcc (a minute or more); torch
             # caches the build under TORCH_EXTENSIONS_DIR (~/.cache/torch_extensions), so later

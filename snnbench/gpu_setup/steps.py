@@ -219,12 +219,26 @@ with contextlib.redirect_stdout(sys.stderr):
     import lava.lib.dl.slayer as slayer
 if not gpu():
     done(True, "%s (no GPU visible: its CUDA extension compiles at first use)" % ver("lava-dl"))
+import re, torch
+# lava pins its JIT build to sm_80 on every GPU of capability >= 8, which cannot run on a Hopper
+# ("no kernel image is available"); the adapter's pin_jit_arch does the same as this
+own = "%d.%d" % torch.cuda.get_device_capability()
+wanted = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+archs = {a.removesuffix("+PTX") for a in re.split(r"[;, ]+", wanted.strip())}
+slayer.jitconfig.TORCH_CUDA_ARCH_LIST = wanted if own in archs else own
 start = time.perf_counter()
 slayer.neuron.dynamics.leaky_integrator.Accelerated.leaky_integrator
+built = time.perf_counter() - start
+# a tiny CUBA neuron, forward and backward: a build for the wrong GPU loads but cannot launch
+neuron = slayer.neuron.cuba.Neuron(threshold=1.0, current_decay=1.0, voltage_decay=0.1,
+                                   requires_grad=False).cuda()
+x = torch.rand(2, 8, 16, device="cuda", requires_grad=True)
+neuron(x).sum().backward()
+torch.cuda.synchronize()
 from torch.utils.cpp_extension import _get_build_directory
 where = _get_build_directory("dynamics", False)
-done(True, "%s, CUDA extension ready in %.0f s (cached in %s)" % (
-    ver("lava-dl"), time.perf_counter() - start, where))
+done(True, "%s, CUDA extension for sm %s ready in %.0f s and runs (cached in %s)" % (
+    ver("lava-dl"), slayer.jitconfig.TORCH_CUDA_ARCH_LIST, built, where))
 """)
     return Step("lava-dl", check, commands, check_timeout_s=1200)
 
