@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -125,8 +125,27 @@ def environment_tag(adapter: str, environment: str) -> str:
     return environment[len(prefix):] if environment.startswith(prefix) else environment
 
 
+class _Part:
+    """A part nested in a job and a record (its library environment, its placement): written and
+    read through its pydantic adapter, like the job and the record, and a missing part (null)
+    is the default one. Unknown keys follow the class's ``__pydantic_config__``."""
+
+    #: how an error names it ("… is not a placement"), and the default source of from_dict
+    _what: ClassVar[str]
+    _source: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return _dump(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> Self:
+        """Inverse of :meth:`to_dict`; a missing value (None, {}) is the default part."""
+        return _validate(cls, data or {}, source or cls._source, cls._what)
+
+
 @dataclass(frozen=True)
-class LibraryEnvironment:
+class LibraryEnvironment(_Part):
     """Where a case's library comes from: the base environment, or a layered overlay.
 
     ``name`` is "" for the base environment (the one snnbench runs in), else the overlay's
@@ -144,18 +163,12 @@ class LibraryEnvironment:
     #: why the overlay could not be built ("" when it was): its cases are ``unavailable``
     error: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON."""
-        return _dump(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "environment") -> LibraryEnvironment:
-        """Inverse of :meth:`to_dict` (a missing value is the base environment)."""
-        return _validate(cls, data or {}, source, "library environment")
+    _what: ClassVar[str] = "library environment"
+    _source: ClassVar[str] = "environment"
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(_Part):
     """Where and how a case ran: recorded in every row so distributed runs stay honest."""
 
     # unknown keys are ignored (written by a newer minor)
@@ -176,14 +189,8 @@ class Placement:
     #: 1 for the first attempt, more when a cluster engine re-queued it
     attempt: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON."""
-        return _dump(self)
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "placement") -> Placement:
-        """Inverse of :meth:`to_dict`; unknown keys are ignored (written by a newer minor)."""
-        return _validate(cls, data or {}, source, "placement")
+    _what: ClassVar[str] = "placement"
+    _source: ClassVar[str] = "placement"
 
 
 @dataclass(frozen=True)

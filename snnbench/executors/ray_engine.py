@@ -26,8 +26,8 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, Job
 from snnbench.executor_settings import ExecutorSettings
-from snnbench.executors.base import Executor, ExecutorError, JobStarted
-from snnbench.executors.remote import CANCEL, HEARTBEAT, Owner, beat, run_one
+from snnbench.executors.base import ExecutorError, JobStarted
+from snnbench.executors.remote import ClusterExecutor, Owner, beat, run_one
 
 #: how long ray.wait blocks before the loop looks again (an interrupt waits at most this)
 POLL_S = 0.25
@@ -69,19 +69,11 @@ def failure_status(exc: BaseException, ray: Any) -> tuple[str, str]:
     return "error", f"the Ray task failed: {text}"
 
 
-class RayExecutor(Executor):
+class RayExecutor(ClusterExecutor[RaySettings]):
     """Runs every case as a Ray task; yields the records as the tasks finish."""
 
     name = "ray"
     settings_type = RaySettings
-    # the owner's heartbeat and the cancel flag the tasks watch
-    work_files = (HEARTBEAT, CANCEL)
-
-    @classmethod
-    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
-                      nvml: Any | None = None) -> RayExecutor:
-        """Ray tasks on the ``[executor.ray]`` cluster (a new local one by default)."""
-        return cls(settings.table(cls.name), device, threads)
 
     @classmethod
     def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
@@ -90,9 +82,7 @@ class RayExecutor(Executor):
         return [f"Ray address {ray.address!r}"] if ray.address else []
 
     def __init__(self, settings: RaySettings, device: str = "cpu", threads: int = 1) -> None:
-        self.settings = settings
-        self.device = device
-        self.threads = threads
+        super().__init__(settings, device, threads)
         self._started = False
         self._refs: dict[Any, Job] = {}
 

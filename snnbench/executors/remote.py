@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import psutil
 
 from snnbench.contract import CaseRecord, ContractError, Job, Placement, now_utc
+from snnbench.executors.base import Executor
 from snnbench.executors.local import run_in_folder
 from snnbench.executors.placement import hostname, visible_gpu_uuid
 from snnbench.launch import Cancelled
@@ -45,6 +46,35 @@ from snnbench.schema import CASES_DIR, JOBS_DIR, RETRY_STATUSES
 HEARTBEAT = ".owner"
 #: written by the owner when it stops the sweep (``<run>/jobs/.cancel``): running cases end
 CANCEL = ".cancel"
+
+if TYPE_CHECKING:
+    from snnbench.executor_settings import ExecutorSettings
+
+SettingsT = TypeVar("SettingsT")
+
+
+class ClusterExecutor(Executor, Generic[SettingsT]):
+    """An executor whose workers run as tasks of a cluster engine (Ray tasks, Slurm array
+    tasks), possibly on other hosts.
+
+    What every such executor shares: its workers watch the owner's heartbeat and the cancel
+    flag in the run folder (so both are its :attr:`work_files`), and it is built from its own
+    ``[executor.NAME]`` table (``settings_type``) alone; this machine's GPUs are not its
+    concern.
+    """
+
+    work_files = (HEARTBEAT, CANCEL)
+
+    def __init__(self, settings: SettingsT, device: str = "cpu", threads: int = 1) -> None:
+        self.settings = settings
+        self.device = device
+        self.threads = threads
+
+    @classmethod
+    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
+                      nvml: Any | None = None) -> Self:
+        """The executor of the ``[executor.NAME]`` table of ``settings``."""
+        return cls(settings.table(cls.name), device, threads)
 
 
 @dataclass(frozen=True)

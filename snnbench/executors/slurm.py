@@ -43,11 +43,10 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.executor_settings import ExecutorSettings, check_int
-from snnbench.executors.base import Executor, ExecutorError, JobStarted
+from snnbench.executors.base import ExecutorError, JobStarted
 from snnbench.executors.placement import available_cpus
 from snnbench.executors.remote import (
-    CANCEL,
-    HEARTBEAT,
+    ClusterExecutor,
     Owner,
     beat,
     cancel_path,
@@ -169,19 +168,11 @@ def outcome_status(exc: BaseException, submitit: Any) -> tuple[str, str]:
                     f"cancelled or node failure): {first}")[:400]
 
 
-class SlurmExecutor(Executor):
+class SlurmExecutor(ClusterExecutor[SlurmSettings]):
     """Submits the sweep as one array job and collects the records its tasks write."""
 
     name = "slurm"
     settings_type = SlurmSettings
-    # the owner's heartbeat and the cancel flag the array tasks watch
-    work_files = (HEARTBEAT, CANCEL)
-
-    @classmethod
-    def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
-                      nvml: Any | None = None) -> SlurmExecutor:
-        """An array job on the ``[executor.slurm]`` table's partition."""
-        return cls(settings.table(cls.name), device, threads)
 
     @classmethod
     def recorded_commands(cls, settings: ExecutorSettings) -> list[str]:
@@ -194,9 +185,7 @@ class SlurmExecutor(Executor):
 
     def __init__(self, settings: SlurmSettings, device: str = "cpu",
                  threads: int = 1) -> None:
-        self.settings = settings
-        self.device = device
-        self.threads = threads
+        super().__init__(settings, device, threads)
         self._jobs: list[Any] = []
         self._run_dir: Path | None = None
         #: ids of every array task this executor submitted (kept after close, for the manifest)
