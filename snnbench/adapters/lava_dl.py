@@ -178,7 +178,8 @@ class LavaDlAdapter(Adapter):
             )
         import torch
 
-        pin_jit_arch(slayer, torch.cuda.get_device_capability())
+        if torch.cuda.is_available():  # without a GPU lava's own loader says why it cannot build
+            pin_jit_arch(slayer, torch.cuda.get_device_capability())
         try:
             # First use JIT-compiles leaky_integrator.cu with nvcc (a minute or more); torch
             # caches the build under TORCH_EXTENSIONS_DIR (~/.cache/torch_extensions), so later
