@@ -37,9 +37,10 @@ if [[ ${SJ_NATIVE-} == 1 ]]; then  # SpikingJelly's native CUDA build (CPU-bound
 fi
 box 150 setup python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
   --skip spikingjelly,sinabs-exodus --max-jobs 4
-if [[ -z $sj ]]; then
-  box 60 setup-sj-pure python3 -m pip install --no-deps --no-build-isolation --no-index --find-links "$wheels" \
-    spikingjelly==2.0.0 loguru==0.7.3  # loguru: what its import needs and the box lacks
+if [[ -z $sj ]]; then  # SpikingJelly and loguru (its import needs it) at the GPU lock's pins
+  mapfile -t sj_pins < <(grep -E '^(spikingjelly|loguru)==' snnbench/locks/requirements-gpu.txt)
+  box 60 setup-sj-pure python3 -m pip install --no-deps --no-build-isolation --no-index \
+    --find-links "$wheels" "${sj_pins[@]}"
 fi
 wants verify && box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
   --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100

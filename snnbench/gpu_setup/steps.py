@@ -221,7 +221,8 @@ if not gpu():
     done(True, "%s (no GPU visible: its CUDA extension compiles at first use)" % ver("lava-dl"))
 import re, torch
 # lava pins its JIT build to sm_80 on every GPU of capability >= 8, which cannot run on a Hopper
-# ("no kernel image is available"); the adapter's pin_jit_arch does the same as this
+# ("no kernel image is available"). The rule is the adapter's pin_jit_arch, restated because
+# this check must run where snnbench is not installed (gpu_setup imports none of it)
 own = "%d.%d" % torch.cuda.get_device_capability()
 wanted = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
 archs = {a.removesuffix("+PTX") for a in re.split(r"[;, ]+", wanted.strip())}
