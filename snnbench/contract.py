@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import (
     AfterValidator,
@@ -33,16 +33,14 @@ from pydantic import (
     ConfigDict,
     PlainSerializer,
     PlainValidator,
-    TypeAdapter,
-    ValidationError,
 )
 
-from snnbench import validation
-from snnbench.errors import UserError
 from snnbench.fileio import atomic_write_json
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
+from snnbench.validation import ContractError as ContractError  # long imported from here
+from snnbench.validation import dump, validate
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -55,13 +53,10 @@ JOB_MODES: tuple[str, ...] = get_args(JobMode)
 Samples = dict[str, dict[str, list[float]]]
 
 
-class ContractError(UserError):
-    """A job or case record file is not one this snnbench can read; one line naming it."""
-
-
 # -- field types: how a value is checked on the way in and written on the way out ---------------
 # The dataclasses below are plain (built in code without checks); the files they come from
-# are checked by one pydantic TypeAdapter per type (:func:`_validate`), which also writes them.
+# are checked by one pydantic TypeAdapter per type (:func:`snnbench.validation.validate`),
+# which also writes them.
 
 def _or(default: Any) -> BeforeValidator:
     """A null (or, for containers, empty) value on disk means ``default``."""
@@ -136,12 +131,12 @@ class _Part:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return _dump(self)
+        return dump(self)
 
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> Self:
         """Inverse of :meth:`to_dict`; a missing value (None, {}) is the default part."""
-        return _validate(cls, data or {}, source or cls._source, cls._what)
+        return validate(cls, data or {}, source or cls._source, cls._what)
 
 
 @dataclass(frozen=True)
@@ -260,12 +255,12 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return _dump(self)
+        return dump(self)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job") -> Job:
         """Validate and build a job; :class:`ContractError` names what is wrong."""
-        return _validate(cls, _job_header(data, source), source, "job")
+        return validate(cls, _job_header(data, source), source, "job")
 
     def write(self, path: Path) -> None:
         """Write the job as JSON (atomically: a reader never sees half a job)."""
@@ -283,46 +278,6 @@ def _read_json(path: Path, cannot_read: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ContractError(cannot_read.format(path=path, exc=exc)) from exc
-
-
-T = TypeVar("T")
-
-#: one TypeAdapter per contract type, built on first use
-_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
-
-
-def _adapter(cls: type[T]) -> TypeAdapter[T]:
-    adapter = _ADAPTERS.get(cls)
-    if adapter is None:
-        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
-    return adapter
-
-
-def _validate(cls: type[T], data: Any, source: str, what: str) -> T:
-    """``data`` (JSON read from ``source``) checked and built as a ``cls``."""
-    try:
-        return _adapter(cls).validate_python(data)
-    except ValidationError as exc:
-        raise _contract_error(exc, source, what) from exc
-
-
-def _dump(obj: Any) -> dict[str, Any]:
-    """The JSON data of a contract object (the inverse of :func:`_validate`)."""
-    data: dict[str, Any] = _adapter(type(obj)).dump_python(obj)
-    return data
-
-
-def _contract_error(exc: ValidationError, source: str, what: str) -> ContractError:
-    """The one place a validation error becomes a one-line :class:`ContractError`: the keys
-    that are missing, else the first problem and where it is."""
-    missing = validation.missing_keys(exc)
-    if missing:
-        return ContractError(f"{source} is not a {what}: it lacks "
-                             f"{', '.join(repr(m) for m in missing)}")
-    error = validation.first(exc)
-    where = validation.where(error)
-    return ContractError(f"{source} is not a valid {what}: "
-                         f"{f'{where}: ' if where else ''}{validation.problem(error)}")
 
 
 def _job_header(data: Any, source: str) -> dict[str, Any]:
@@ -429,12 +384,12 @@ class CaseRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the on-disk form of ``cases/*.json``)."""
-        return {**_dump(self), "case_id": self.case_id}
+        return {**dump(self), "case_id": self.case_id}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "record") -> CaseRecord:
         """Validate and build a record; :class:`ContractError` names what is wrong."""
-        record = _validate(cls, _record_header(data, source), source, "case record")
+        record = validate(cls, _record_header(data, source), source, "case record")
         if data.get("case_id", record.case_id) != record.case_id:
             raise ContractError(f"{source}: case_id {data['case_id']!r} does not match its spec "
                                 f"({record.case_id})")

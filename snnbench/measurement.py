@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, ConfigDict, PlainSerializer, PlainValidator
 
 from snnbench.gpustate import GpuState, throttle_warning
+from snnbench.validation import dump, validate
 
 
 def _or(default: Any) -> BeforeValidator:
@@ -56,20 +57,14 @@ class MeasurementInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data, merged into ``CaseRecord.measurement``."""
-        from snnbench.contract import _dump  # (see from_dict)
-
-        return _dump(self)
+        return dump(self)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "measurement") -> MeasurementInfo:
         """Read back :meth:`to_dict` (from a record of any age: missing keys take defaults,
         unknown ones are ignored); :class:`snnbench.contract.ContractError` names what is
         wrong."""
-        # imported here (as in to_dict): the contract brings numpy and the spec, which would
-        # make importing this module alone eight times slower
-        from snnbench.contract import _validate
-
-        return _validate(cls, data or {}, source, "measurement")
+        return validate(cls, data or {}, source, "measurement")
 
     def store(self, measurement: dict[str, Any]) -> None:
         """Write these fields into a record's ``measurement`` dict, keeping its other keys."""

@@ -36,8 +36,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import ConfigDict, PlainSerializer, WrapSerializer
 
 from snnbench import nvml
-from snnbench.contract import CaseRecord, _dump, _validate, case_busy_cores, now_utc
+from snnbench.contract import CaseRecord, case_busy_cores, now_utc
 from snnbench.errors import UserError
+from snnbench.validation import dump, validate
 
 #: version of the record below (bump when a field changes meaning)
 PREFLIGHT_SCHEMA = 1
@@ -248,13 +249,13 @@ class Preflight:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the manifest (with ``noisy``, derived from the findings)."""
-        return {**_dump(self), "noisy": self.noisy}
+        return {**dump(self), "noisy": self.noisy}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "preflight") -> Preflight:
         """Inverse of :meth:`to_dict`; :class:`snnbench.contract.ContractError` names what is
         wrong."""
-        return _validate(cls, data, source, "pre-flight check")
+        return validate(cls, data, source, "pre-flight check")
 
 
 def _read(path: Path) -> str | None:

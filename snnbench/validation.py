@@ -1,12 +1,23 @@
 """How a pydantic ``ValidationError`` reads in one line: shared by every file snnbench
 validates with pydantic (the manifest, job and case-record files, the ``[run]`` table), each of
 which words its own sentence around these parts (``StorageError``, ``ContractError``,
-``ConfigError``: one line, exit 2, never a traceback)."""
+``ConfigError``: one line, exit 2, never a traceback).
+
+It also holds the one pydantic ``TypeAdapter`` per contract dataclass that reads and writes the
+typed files which cross a process boundary (jobs, case records and their parts): it stands at
+the bottom of the house, so a part such as ``MeasurementInfo`` can read and write itself without
+importing the whole contract."""
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
+
+from snnbench.errors import UserError
+
+T = TypeVar("T")
 
 #: error types of a key that is required and absent
 MISSING = ("missing", "missing_argument", "missing_keyword_only_argument")
@@ -37,3 +48,46 @@ def missing_keys(exc: ValidationError) -> list[str]:
 def first(exc: ValidationError) -> ErrorDetails:
     """The first error of ``exc``: the one a one-line message names."""
     return exc.errors()[0]
+
+
+class ContractError(UserError):
+    """A job or case record file is not one this snnbench can read; one line naming it."""
+
+
+#: one TypeAdapter per contract type, built on first use
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[T]) -> TypeAdapter[T]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def validate(cls: type[T], data: Any, source: str, what: str) -> T:
+    """``data`` (JSON read from ``source``) checked and built as a ``cls``; else a
+    :class:`ContractError` that names ``source`` and ``what`` it should have been."""
+    try:
+        return _adapter(cls).validate_python(data)
+    except ValidationError as exc:
+        raise contract_error(exc, source, what) from exc
+
+
+def dump(obj: Any) -> dict[str, Any]:
+    """The JSON data of a contract object (the inverse of :func:`validate`)."""
+    data: dict[str, Any] = _adapter(type(obj)).dump_python(obj)
+    return data
+
+
+def contract_error(exc: ValidationError, source: str, what: str) -> ContractError:
+    """The one place a validation error becomes a one-line :class:`ContractError`: the keys
+    that are missing, else the first problem and where it is."""
+    missing = missing_keys(exc)
+    if missing:
+        return ContractError(f"{source} is not a {what}: it lacks "
+                             f"{', '.join(repr(m) for m in missing)}")
+    error = first(exc)
+    at = where(error)
+    return ContractError(f"{source} is not a valid {what}: "
+                         f"{f'{at}: ' if at else ''}{problem(error)}")

@@ -29,3 +29,37 @@ def test_importing_the_config_starts_no_executor() -> None:
                          check=True).stdout
     for heavy in ("snnbench.executors.local", "snnbench.launch", "snnbench.lifeline"):
         assert heavy not in out
+
+
+def _room(module: str) -> str:
+    """The part of the house ``module`` belongs to: a subpackage is one room, as in the layers
+    contract (``snnbench.sweep.run`` → ``snnbench.sweep``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_chain_of_imports_is_longer_than_eight_floors() -> None:
+    # the layers contract allows imports within a layer, so it alone cannot stop the house from
+    # growing taller: this counts the floors as the longest chain of imports between rooms
+    # (function-level imports included, as they are edges all the same)
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("snnbench")
+    arrows: dict[str, set[str]] = {}
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported.startswith("snnbench") and _room(imported) != _room(module):
+                arrows.setdefault(_room(module), set()).add(_room(imported))
+    floors: dict[str, int] = {}
+
+    def floor(room: str, seen: tuple[str, ...] = ()) -> int:
+        assert room not in seen, f"import cycle: {' -> '.join((*seen, room))}"
+        if room not in floors:
+            floors[room] = 1 + max((floor(r, (*seen, room)) for r in arrows.get(room, ())),
+                                   default=0)
+        return floors[room]
+
+    top = max(arrows, key=floor)
+    chain = [top]
+    while arrows.get(chain[-1]):
+        chain.append(max(arrows[chain[-1]], key=floor))
+    assert floor(top) <= 8, " -> ".join(chain)
+    assert floors["snnbench.__main__"] == floor(top)  # the entry point stands on top
