@@ -88,7 +88,6 @@ class JaxAdapterBase(Adapter):
     def capabilities(self, variant: str) -> Capabilities:
         dtype = VARIANT_DTYPES.get(variant)
         return Capabilities(
-            devices=("cpu", "cuda"),
             dtypes=(dtype,) if dtype else (),
             surrogates=SURROGATES,
             # automatic mixed precision is a float32 network with 16-bit matmuls: the fp32

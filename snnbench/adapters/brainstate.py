@@ -132,7 +132,6 @@ class BrainstateAdapter(JaxAdapterBase):
 
     name = "brainstate"
     library = "brainstate"
-    module = "brainstate"
     extra_modules: ClassVar[tuple[str, ...]] = ("braintools",)
     description = "brainstate (BrainPy state system): nn.Linear + HiddenState LIF, for_loop"
 

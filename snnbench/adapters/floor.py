@@ -102,7 +102,6 @@ class FloorAdapter(Adapter):
 
     name = "floor"
     library = "torch"
-    framework = "torch"
     description = "GEMMs of the workload alone (fwd Y=XWᵀ+b; bwd dW, dX): the speed floor"
 
     def capabilities(self, variant: str) -> Capabilities:

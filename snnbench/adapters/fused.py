@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    Model,
+    distribution_version,
+    import_or_unavailable,
+)
 from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 
@@ -26,16 +33,12 @@ class FusedAdapter(Adapter):
     name = "fused"
     library = "snnbench"
     module = "snnbench.fused"
-    framework = "torch"
     description = "snnbench's fused Linear+LIF: one GEMM + Triton (CUDA) / C++ (CPU) scan"
     variants = ("default", "cudagraph")
 
     def version(self) -> str:
         """snnbench's version with the torch (and triton) it runs on."""
-        try:
-            import torch
-        except Exception as exc:  # a broken torch install is "unavailable", not a crash
-            raise AdapterUnavailable(f"cannot import torch: {type(exc).__name__}: {exc}") from exc
+        torch = import_or_unavailable("torch")  # a broken torch is "unavailable", not a crash
         own = distribution_version(self.library)
         triton = distribution_version("triton")
         extra = f", triton {triton}" if triton != "unknown" else ""
@@ -50,8 +53,6 @@ class FusedAdapter(Adapter):
             # interpreter; CUDA graph capture of it is not, so cudagraph keeps float32 matmuls
             matmul_precisions=(MATMUL_PRECISIONS if variant != "cudagraph"
                                else ("strict", "tf32")),
-            exact_dynamics=True,
-            exact_gradient=True,
         )
 
     def check_variant(self, variant: str, device: str) -> None:

@@ -134,7 +134,6 @@ class LavaDlAdapter(Adapter):
     name = "lava-dl"
     library = "lava-dl"
     module = "lava.lib.dl.slayer"
-    framework = "torch"
     description = "lava-dl SLAYER CUBA neuron (fixed-point Loihi emulation), reset to zero"
 
     def version(self) -> str:
@@ -148,11 +147,8 @@ class LavaDlAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
-            devices=("cpu", "cuda"),
-            dtypes=("float32",),
             resets=("zero",),
             surrogates=SURROGATES,
-            detach_reset=(True, False),
             matmul_precisions=MATMUL_PRECISIONS,
             exact_dynamics=False,
             exact_gradient=False,

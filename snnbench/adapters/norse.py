@@ -137,7 +137,6 @@ class NorseAdapter(Adapter):
     name = "norse"
     library = "norse"
     module = "norse.torch"
-    framework = "torch"
     description = "Norse LIFBoxCell, Python loop over T (reset gradient never detached)"
 
     def capabilities(self, variant: str) -> Capabilities:

@@ -23,7 +23,6 @@ import numpy as np
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
 from snnbench.spec import (
     DTYPES,
-    INPUT_KINDS,
     MATMUL_PRECISIONS,
     SURROGATES,
     CaseData,
@@ -39,10 +38,8 @@ def no_network_capabilities(note: str) -> Capabilities:
     """Every spec, on CPU or CUDA, neither exact nor verified: an adapter that runs no network
     (this probe, the GEMM floor); ``note`` says what it is instead."""
     return Capabilities(
-        devices=("cpu", "cuda"),
         dtypes=DTYPES,
         surrogates=SURROGATES,
-        input_kinds=INPUT_KINDS,
         matmul_precisions=MATMUL_PRECISIONS,
         exact_dynamics=False,
         exact_gradient=False,

@@ -49,6 +49,7 @@ from snnbench.adapter import (
     CaseSkipped,
     Model,
     distribution_version,
+    import_or_unavailable,
 )
 from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
@@ -68,10 +69,7 @@ def _hide_samna() -> None:
 def _import_rockpool_version() -> str:
     """Import rockpool's torch LIF module and return rockpool's version, or raise unavailable."""
     _hide_samna()
-    try:
-        import rockpool.nn.modules.torch.lif_neuron_torch  # noqa: F401
-    except Exception as exc:  # any import failure makes the adapter unavailable
-        raise AdapterUnavailable(f"cannot import rockpool: {type(exc).__name__}: {exc}") from exc
+    import_or_unavailable("rockpool.nn.modules.torch.lif_neuron_torch")
     return distribution_version("rockpool")
 
 
@@ -119,8 +117,6 @@ class RockpoolAdapter(Adapter):
 
     name = "rockpool"
     library = "rockpool"
-    module = "rockpool"
-    framework = "torch"
     description = "Rockpool LIFNeuronTorch (torch backend), per-step Python loop"
 
     def version(self) -> str:
@@ -128,8 +124,6 @@ class RockpoolAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
-            devices=("cpu", "cuda"),
-            dtypes=("float32",),
             resets=("subtract",),
             surrogates=SURROGATES,
             detach_reset=(False,),
@@ -173,8 +167,6 @@ class RockpoolExodusAdapter(Adapter):
 
     name = "rockpool-exodus"
     library = "rockpool"
-    module = "rockpool"
-    framework = "torch"
     description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
 
     def version(self) -> str:

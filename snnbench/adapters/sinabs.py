@@ -105,16 +105,12 @@ class SinabsAdapter(Adapter):
     name = "sinabs"
     library = "sinabs"
     module = "sinabs.layers"
-    framework = "torch"
     description = "sinabs LIF layer (SingleSpike, norm_input=False), per-step Python loop"
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
-            devices=("cpu", "cuda"),
-            dtypes=("float32",),
             resets=("subtract", "zero"),
             surrogates=SURROGATES,
-            detach_reset=(True, False),
             matmul_precisions=MATMUL_PRECISIONS,
         )
 

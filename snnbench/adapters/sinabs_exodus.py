@@ -55,7 +55,6 @@ def exodus_unavailable_reason() -> str | None:
 #: "subtract", the reset term never detached
 EXODUS_CAPABILITIES = Capabilities(
     devices=("cuda",),
-    dtypes=("float32",),
     resets=("subtract",),
     surrogates=SURROGATES,
     detach_reset=(False,),
@@ -68,7 +67,6 @@ class SinabsExodusAdapter(Adapter):
     name = "sinabs-exodus"
     library = "sinabs-exodus"
     module = "sinabs.exodus"
-    framework = "torch"
     description = "sinabs LIF with EXODUS CUDA forward/backward kernels (CUDA only)"
 
     def version(self) -> str:

@@ -42,7 +42,6 @@ class SnnTorchAdapter(Adapter):
 
     name = "snntorch"
     library = "snntorch"
-    framework = "torch"
     description = "snnTorch snn.Leaky, Python loop over T (reset 'zero' only)"
 
     def capabilities(self, variant: str) -> Capabilities:
@@ -50,7 +49,6 @@ class SnnTorchAdapter(Adapter):
             dtypes=DTYPES,
             resets=("zero",),
             surrogates=SURROGATES,
-            detach_reset=(True, False),
             matmul_precisions=MATMUL_PRECISIONS,
         )
 

@@ -72,14 +72,13 @@ class SpikingJellyAdapter(Adapter):
     name = "spikingjelly"
     library = "spikingjelly"
     module = "spikingjelly.activation_based.neuron"
-    framework = "torch"
     variants = ("torch", "triton", "cuda", "cupy")
     description = "SpikingJelly multi-step LIFNode (torch / triton / cuda / legacy cupy backend)"
 
     def capabilities(self, variant: str) -> Capabilities:
         if variant == "torch":
             return REFERENCE_CAPABILITIES
-        return Capabilities(devices=("cuda",), dtypes=("float32",), surrogates=BUILTIN_SURROGATES)
+        return Capabilities(devices=("cuda",), surrogates=BUILTIN_SURROGATES)
 
     def worker_env(self, variant: str) -> dict[str, str]:
         return {ENV_VAR: variant} if variant in ENV_VARIANTS else {}

@@ -152,7 +152,6 @@ class SpyxAdapter(JaxAdapterBase):
 
     name = "spyx"
     library = "spyx"
-    module = "spyx"
     extra_modules = ("flax.nnx",)
     description = "spyx 1.x (flax.nnx): canonical LIF module run with spyx.nn.run"
 

@@ -76,7 +76,6 @@ class TorchAdapter(Adapter):
 
     name = "torch"
     library = "torch"
-    framework = "torch"
     description = "plain PyTorch BPTT loop (the reference)"
 
     def capabilities(self, variant: str) -> Capabilities:

@@ -77,7 +77,6 @@ class TorchCompileAdapter(CompiledChunks):
 
     name = "torch-compile"
     library = "torch"
-    framework = "torch"
     description = (
         f"torch.compile of the plain PyTorch loop, {COMPILE_CHUNK_STEPS}-step compiled chunks "
         "(compile time in first call)"
@@ -105,7 +104,6 @@ class TorchCudaGraphAdapter(Adapter):
 
     name = "torch-cudagraph"
     library = "torch"
-    framework = "torch"
     description = "plain PyTorch loop captured as CUDA graphs (forward + backward), CUDA only"
 
     def capabilities(self, variant: str) -> Capabilities:

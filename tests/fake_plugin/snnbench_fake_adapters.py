@@ -75,7 +75,6 @@ class NumpyModel(Model):
 
 class _Base(Adapter):
     library = "numpy"
-    module = "numpy"
     framework = "numpy"
     fault = ""
 
