@@ -43,7 +43,7 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, FloatArray, NetworkSpec
+from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, FloatArray, NetworkSpec
 
 if TYPE_CHECKING:  # only for annotations; never imported at run time here
     import jax
@@ -377,3 +377,37 @@ class JaxModel(Model):
     def close(self) -> None:
         self._grads = None
         self._last = None
+
+
+def graph_model(
+    spec: NetworkSpec,
+    data: CaseData,
+    device: str,
+    network: Callable[[], Any],
+    split: Callable[[Any], Sequence[Any]],
+    merge: Callable[[Any, Any, Any], Any],
+    run: Callable[[Any, jax.Array], jax.Array],
+    linears: LayerGrads,
+) -> JaxModel:
+    """The :class:`JaxModel` of a module graph with its state inside, as flax.nnx and
+    brainstate keep it: ``network()`` is built on ``device``; ``split`` parts it into
+    (graph, parameters, other state) and ``merge`` puts a parameter tree back, so the parameters
+    alone are what JAX differentiates, the way the libraries' own transforms do. ``run``
+    applies a merged module to the (T, B, n) input; ``linears`` reads each layer's (kernel,
+    bias or None) from a merged module whose parameters are gradients."""
+    import jax
+
+    dev = jax_device(device)
+    with jax.default_device(dev):
+        built = network()
+    graph, params, rest = split(built)
+    params = jax.device_put(params, dev)
+    rest = jax.device_put(rest, dev)
+
+    def apply(p: Any, inputs: jax.Array) -> jax.Array:
+        return run(merge(graph, p, rest), inputs)
+
+    def layer_grads(grads: Any) -> Sequence[tuple[Any, Any | None]]:
+        return linears(merge(graph, grads, rest))
+
+    return JaxModel(apply, params, device_array(data.inputs, spec, dev), dev, spec, layer_grads)

@@ -137,28 +137,22 @@ class BrainstateAdapter(JaxAdapterBase):
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import brainstate
-        import jax
 
-        from ._jax_common import JaxModel, device_array, jax_device
+        from ._jax_common import graph_model
 
         self._require_supported(spec, device, variant)
-        dev = jax_device(device)
-        with jax.default_device(dev):
-            net = build_brainstate_network(spec, data)
-        graphdef, params, rest = brainstate.graph.treefy_split(net, brainstate.ParamState, ...)
-        params = jax.device_put(params, dev)
-        x = device_array(data.inputs, spec, dev)
 
-        def apply(p: Any, inputs: Any) -> Any:
-            model = brainstate.graph.treefy_merge(graphdef, p, rest)
-            return model.update(inputs)
+        def linears(model: Any) -> list[tuple[Any, Any | None]]:
+            values = [lin.weight.value for lin in model.linears]
+            return [(v["weight"], v.get("bias")) for v in values]
 
-        def layer_grads(grads: Any) -> list[tuple[Any, Any | None]]:
-            model = brainstate.graph.treefy_merge(graphdef, grads, rest)
-            out: list[tuple[Any, Any | None]] = []
-            for lin in model.linears:
-                values = lin.weight.value
-                out.append((values["weight"], values.get("bias")))
-            return out
-
-        return JaxModel(apply, params, x, dev, spec, layer_grads)
+        return graph_model(
+            spec,
+            data,
+            device,
+            network=lambda: build_brainstate_network(spec, data),
+            split=lambda net: brainstate.graph.treefy_split(net, brainstate.ParamState, ...),
+            merge=brainstate.graph.treefy_merge,
+            run=lambda model, inputs: model.update(inputs),
+            linears=linears,
+        )

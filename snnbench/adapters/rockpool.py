@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from snnbench.adapter import (
@@ -103,13 +104,19 @@ def make_spike_function(spec: NetworkSpec) -> Any:
     return SpecSurrogateSpike
 
 
-def _frozen_on(lif: Any, device: str) -> Any:
-    """A Rockpool torch neuron layer with no trainable parameter, on ``device``, training."""
-    for p in lif.parameters():
-        p.requires_grad_(False)
-    lif.to(device)
-    lif.train()
-    return lif
+def _frozen_layers(spec: NetworkSpec, device: str, make_layer: Callable[[], Any]) -> list[Any]:
+    """``spec.layers`` Rockpool torch neuron layers from ``make_layer``, on ``device``, training,
+    with no trainable parameter: only the Linear layers train, as everywhere (frozen decays
+    also skip exodus' alpha-gradient kernel)."""
+    layers = []
+    for _ in range(spec.layers):
+        lif = make_layer()
+        for p in lif.parameters():
+            p.requires_grad_(False)
+        lif.to(device)
+        lif.train()
+        layers.append(lif)
+    return layers
 
 
 class RockpoolAdapter(Adapter):
@@ -144,10 +151,9 @@ class RockpoolAdapter(Adapter):
                 "LIFNeuronTorch takes only tau_mem"
             ) from exc
         spike_fn = make_spike_function(spec)
-        linears = make_linears(spec, data, device)
-        lifs = []
-        for _ in range(spec.layers):
-            lif = LIFNeuronTorch(
+
+        def make_layer() -> Any:
+            return LIFNeuronTorch(
                 (spec.neurons,),
                 tau_mem=tau,
                 threshold=float(spec.threshold),
@@ -157,8 +163,9 @@ class RockpoolAdapter(Adapter):
                 spike_generation_fn=spike_fn,
                 max_spikes_per_dt=1,
             ).to_torch()
-            # only the Linear layers train, as everywhere
-            lifs.append(_frozen_on(lif, device))
+
+        linears = make_linears(spec, data, device)
+        lifs = _frozen_layers(spec, device, make_layer)
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_state())
 
 
@@ -210,9 +217,8 @@ class RockpoolExodusAdapter(Adapter):
 
         syn_decay = 2.0**-EXODUS_SYN_DECAY_EXPONENT
         prescale = 2.0**EXODUS_SYN_DECAY_EXPONENT
-        linears = make_linears(spec, data, device)
-        lifs = []
-        for _ in range(spec.layers):
+
+        def make_layer() -> Any:
             lif = LIFExodus(
                 (spec.neurons,),
                 tau_mem=None,
@@ -227,8 +233,10 @@ class RockpoolExodusAdapter(Adapter):
             ).to_torch()
             # LIFExodus passes this callable to exodus as surrogate_grad_fn(v_mem, threshold)
             lif.spike_generation_fn = VoltageSurrogate(spec.surrogate, spec.surrogate_slope)
-            # frozen decays also skip exodus' alpha-gradient kernel
-            lifs.append(_frozen_on(lif, device))
+            return lif
+
+        linears = make_linears(spec, data, device)
+        lifs = _frozen_layers(spec, device, make_layer)
 
         class Prescaled(torch.nn.Module):
             """Scale the synaptic input by 2^64 before LIFExodus' 2^-64 synapse (exact)."""

@@ -156,32 +156,29 @@ class SpyxAdapter(JaxAdapterBase):
     description = "spyx 1.x (flax.nnx): canonical LIF module run with spyx.nn.run"
 
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        import jax
         import spyx
         from flax import nnx
 
-        from ._jax_common import JaxModel, device_array, jax_device
+        from ._jax_common import graph_model
 
         self._require_supported(spec, device, variant)
-        dev = jax_device(device)
-        with jax.default_device(dev):
-            model = build_spyx_network(spec, data)
-        graphdef, params, rest = nnx.split(model, nnx.Param, ...)  # type: ignore[misc]
-        params = jax.device_put(params, dev)
-        rest = jax.device_put(rest, dev)
-        x = device_array(data.inputs, spec, dev)
 
-        def apply(p: Any, inputs: Any) -> Any:
-            spikes, _ = spyx.nn.run(nnx.merge(graphdef, p, rest), inputs)  # type: ignore[no-untyped-call]
+        def run(model: Any, inputs: Any) -> Any:
+            spikes, _ = spyx.nn.run(model, inputs)  # type: ignore[no-untyped-call]
             return spikes
 
-        def layer_grads(grads: Any) -> list[tuple[Any, Any | None]]:
-            seq = nnx.merge(graphdef, grads, rest)
-            out: list[tuple[Any, Any | None]] = []
-            for layer in range(spec.layers):
-                linear = seq.layers[2 * layer]
-                bias = linear.bias[...] if linear.bias is not None else None
-                out.append((linear.kernel[...], bias))
-            return out
+        def linears(model: Any) -> list[tuple[Any, Any | None]]:
+            layers = [model.layers[2 * layer] for layer in range(spec.layers)]
+            return [(lin.kernel[...], lin.bias[...] if lin.bias is not None else None)
+                    for lin in layers]
 
-        return JaxModel(apply, params, x, dev, spec, layer_grads)
+        return graph_model(
+            spec,
+            data,
+            device,
+            network=lambda: build_spyx_network(spec, data),
+            split=lambda model: nnx.split(model, nnx.Param, ...),  # type: ignore[misc]
+            merge=nnx.merge,
+            run=run,
+            linears=linears,
+        )
