@@ -50,7 +50,14 @@ import sys
 import types
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
+from snnbench.adapter import (
+    Adapter,
+    AdapterUnavailable,
+    Capabilities,
+    Model,
+    distribution_version,
+    import_or_unavailable,
+)
 from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: lava's neuron scale: states live on a grid of 1 / (SCALE · 64) = 2^-18
@@ -82,11 +89,11 @@ def _ensure_torchvision() -> None:
 
 
 def import_slayer() -> Any:
-    """``lava.lib.dl.slayer``, imported in the worker with the quirks above handled."""
+    """``lava.lib.dl.slayer``, imported in the worker with the quirks above handled; any
+    failure to import it is :class:`AdapterUnavailable` naming it."""
     _ensure_torchvision()
     with contextlib.redirect_stdout(sys.stderr):  # the Prophesee warning is printed on stdout
-        import lava.lib.dl.slayer as slayer
-    return slayer
+        return import_or_unavailable("lava.lib.dl.slayer")
 
 
 def pin_jit_arch(slayer: Any, capability: tuple[int, int]) -> str:
@@ -137,12 +144,7 @@ class LavaDlAdapter(Adapter):
     description = "lava-dl SLAYER CUBA neuron (fixed-point Loihi emulation), reset to zero"
 
     def version(self) -> str:
-        try:
-            import_slayer()
-        except Exception as exc:  # any import failure makes the adapter unavailable
-            raise AdapterUnavailable(
-                f"cannot import lava.lib.dl.slayer: {type(exc).__name__}: {exc}"
-            ) from exc
+        import_slayer()
         return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:

@@ -177,11 +177,9 @@ class RockpoolExodusAdapter(Adapter):
     description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
 
     def version(self) -> str:
-        from .sinabs_exodus import exodus_unavailable_reason
+        from .sinabs_exodus import require_exodus
 
-        reason = exodus_unavailable_reason()
-        if reason is not None:
-            raise AdapterUnavailable(f"needs sinabs-exodus: {reason}")
+        require_exodus("needs sinabs-exodus: ")
         version = _import_rockpool_version()
         from rockpool.utilities.backend_management import backend_available
 

@@ -51,6 +51,14 @@ def exodus_unavailable_reason() -> str | None:
     return None
 
 
+def require_exodus(prefix: str = "") -> None:
+    """Raise :class:`AdapterUnavailable` with :func:`exodus_unavailable_reason` (after
+    ``prefix``) when sinabs-exodus cannot run in this process."""
+    reason = exodus_unavailable_reason()
+    if reason is not None:
+        raise AdapterUnavailable(prefix + reason)
+
+
 #: what the EXODUS kernels compute (also under Rockpool's LIFExodus): CUDA, float32, reset
 #: "subtract", the reset term never detached
 EXODUS_CAPABILITIES = Capabilities(
@@ -70,9 +78,7 @@ class SinabsExodusAdapter(Adapter):
     description = "sinabs LIF with EXODUS CUDA forward/backward kernels (CUDA only)"
 
     def version(self) -> str:
-        reason = exodus_unavailable_reason()
-        if reason is not None:
-            raise AdapterUnavailable(reason)
+        require_exodus()
         return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
