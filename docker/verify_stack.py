@@ -37,9 +37,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 # the lock's names, kept here under the names this script always had
-from snnbench.gpu_setup.lock import OUTSIDE_MARKER as OUTSIDE_MARKER
-from snnbench.gpu_setup.lock import Pin
-from snnbench.gpu_setup.lock import read_lock as lock_file
+from snnbench.gpu_setup.lock import OUTSIDE_MARKER as OUTSIDE_MARKER, Pin, read_lock as lock_file
 
 #: distributions allowed without a pin: the project itself
 UNPINNED_OK = frozenset({"snnbench"})

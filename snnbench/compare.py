@@ -66,26 +66,26 @@ import numpy as np
 import pandas as pd
 
 from snnbench import gate, schema
-from snnbench.compare_warnings import manifest_warnings as manifest_warnings
-from snnbench.compare_warnings import placement_warnings
+from snnbench.compare_warnings import manifest_warnings as manifest_warnings, placement_warnings
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
-from snnbench.metrics import format_value
-from snnbench.metrics import metric as metric_info
+from snnbench.metrics import format_value, metric as metric_info
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, load_run
-from snnbench.verdict import COMPARED_MARKS as COMPARED_MARKS
-from snnbench.verdict import EXIT_FAIL as EXIT_FAIL
-from snnbench.verdict import EXIT_INCONCLUSIVE as EXIT_INCONCLUSIVE
-from snnbench.verdict import EXIT_PASS as EXIT_PASS
-from snnbench.verdict import EXIT_UNUSABLE as EXIT_UNUSABLE
-from snnbench.verdict import FAILING_MARKS as FAILING_MARKS
-from snnbench.verdict import MARK_ORDER as MARK_ORDER
-from snnbench.verdict import MIN_SAMPLES as MIN_SAMPLES
-from snnbench.verdict import CaseKey as CaseKey
-from snnbench.verdict import Comparison as Comparison
-from snnbench.verdict import Mark as Mark
-from snnbench.verdict import Pair as Pair
+from snnbench.verdict import (
+    COMPARED_MARKS as COMPARED_MARKS,
+    EXIT_FAIL as EXIT_FAIL,
+    EXIT_INCONCLUSIVE as EXIT_INCONCLUSIVE,
+    EXIT_PASS as EXIT_PASS,
+    EXIT_UNUSABLE as EXIT_UNUSABLE,
+    FAILING_MARKS as FAILING_MARKS,
+    MARK_ORDER as MARK_ORDER,
+    MIN_SAMPLES as MIN_SAMPLES,
+    CaseKey as CaseKey,
+    Comparison as Comparison,
+    Mark as Mark,
+    Pair as Pair,
+)
 
 #: The last-resort time floor per device: off (0). The interval of the gate measures the noise
 #: between processes, so a floor is not needed to keep identical runs from failing; pass

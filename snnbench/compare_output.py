@@ -17,12 +17,10 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from snnbench import gate, schema
-from snnbench.metrics import format_bytes, format_seconds, format_value
-from snnbench.metrics import metric as metric_info
+from snnbench.metrics import format_bytes, format_seconds, format_value, metric as metric_info
 from snnbench.render import Footnotes, Table
 from snnbench.render.formats import markdown
-from snnbench.render.terminal import Look
-from snnbench.render.terminal import to_rich as table_to_rich
+from snnbench.render.terminal import Look, to_rich as table_to_rich
 from snnbench.verdict import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
 
 OutputFormat = Literal["text", "md", "json"]

@@ -39,8 +39,11 @@ from snnbench.fileio import atomic_write_json
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
-from snnbench.validation import ContractError as ContractError  # long imported from here
-from snnbench.validation import dump, validate
+from snnbench.validation import (
+    ContractError as ContractError,  # long imported from here
+    dump,
+    validate,
+)
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1

@@ -25,8 +25,10 @@ from typing import IO, Any
 
 import pandas as pd
 
-from snnbench.contract import CaseRecord
-from snnbench.contract import adapter_label as adapter_label  # long imported from here
+from snnbench.contract import (
+    CaseRecord,
+    adapter_label as adapter_label,  # long imported from here
+)
 from snnbench.fileio import (
     StorageError,
     WriteError,
@@ -52,9 +54,12 @@ from snnbench.schema import (
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
 )
-from snnbench.storage import Run as Run  # long imported from here
-from snnbench.storage import samples_frame, summary_frame
-from snnbench.storage import with_added_columns as with_added_columns  # long imported from here
+from snnbench.storage import (
+    Run as Run,  # long imported from here
+    samples_frame,
+    summary_frame,
+    with_added_columns as with_added_columns,  # long imported from here
+)
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS

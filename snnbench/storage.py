@@ -16,55 +16,24 @@ from typing import Any
 import pandas as pd
 
 from snnbench.contract import CaseRecord, case_busy_cores, case_key
-from snnbench.fileio import (
-    WRITTEN_LEDGER as WRITTEN_LEDGER,
-)
 
-# re-exported: callers long found these here
 # the file layer, re-exported under the names callers long found here
 from snnbench.fileio import (
+    WRITTEN_LEDGER as WRITTEN_LEDGER,
     StorageError as StorageError,
-)
-from snnbench.fileio import (
     WriteError as WriteError,
-)
-from snnbench.fileio import (
     atomic_path as atomic_path,
-)
-from snnbench.fileio import (
     atomic_write_bytes as atomic_write_bytes,
-)
-from snnbench.fileio import (
     atomic_write_json as atomic_write_json,
-)
-from snnbench.fileio import (
     check_creatable as check_creatable,
-)
-from snnbench.fileio import (
     check_folder as check_folder,
-)
-from snnbench.fileio import (
     claim_folder as claim_folder,
-)
-from snnbench.fileio import (
     file_mode as file_mode,
-)
-from snnbench.fileio import (
     interrupted_write as interrupted_write,
-)
-from snnbench.fileio import (
     os_reason as os_reason,
-)
-from snnbench.fileio import (
     read_json as read_json,
-)
-from snnbench.fileio import (
     record_written as record_written,
-)
-from snnbench.fileio import (
     written_by_snnbench as written_by_snnbench,
-)
-from snnbench.fileio import (
     written_files as written_files,
 )
 from snnbench.measurement import MeasurementInfo

@@ -19,10 +19,12 @@ from snnbench.metrics import format_value
 from snnbench.preflight import BUSY_CORES
 from snnbench.render import Table
 from snnbench.render.formats import render
-from snnbench.schema import FLOOR as FLOOR
-from snnbench.schema import GROUP_COLUMNS as GROUP_COLUMNS
-from snnbench.schema import TIMED_PHASES
-from snnbench.schema import group_title as group_title
+from snnbench.schema import (
+    FLOOR as FLOOR,
+    GROUP_COLUMNS as GROUP_COLUMNS,
+    TIMED_PHASES,
+    group_title as group_title,
+)
 from snnbench.storage import Run, with_added_columns
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"

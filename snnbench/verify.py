@@ -21,8 +21,11 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import Adapter
-from snnbench.reference import ReferenceResult, run_reference
-from snnbench.reference import round_to_dtype as round_to_dtype  # re-exported: it lived here
+from snnbench.reference import (
+    ReferenceResult,
+    round_to_dtype as round_to_dtype,  # re-exported: it lived here
+    run_reference,
+)
 from snnbench.sampling import VERIFY_TIME_STEPS as VERIFY_TIME_STEPS  # re-exported: it lived here
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
 

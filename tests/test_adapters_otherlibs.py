@@ -26,9 +26,11 @@ from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
 from snnbench.reference import run_reference, surrogate_grad
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.verify import check_adapter
-from tests.conftest import assert_exact as _exact
-from tests.conftest import assert_repeatable
-from tests.conftest import available_or_skip as _available
+from tests.conftest import (
+    assert_exact as _exact,
+    assert_repeatable,
+    available_or_skip as _available,
+)
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)
 

@@ -15,8 +15,7 @@ import pytest
 
 pytest.importorskip("triton", reason="the fused extra (triton) is not installed")
 
-from snnbench.fused import aot
-from snnbench.fused import triton_kernels as tk
+from snnbench.fused import aot, triton_kernels as tk
 from snnbench.fused.params import RESETS, SURROGATES, LIFParams
 
 NEURONS = (512, 1024, 2048, 4096, 8192, 16384)
