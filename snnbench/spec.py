@@ -28,19 +28,24 @@ from typing import Any, Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
+from snnbench import neuron
 from snnbench.errors import UserError
 
+# re-exported: the plugin API has always offered the neuron's choices here
+from snnbench.neuron import (
+    RESET_MODES as RESET_MODES,
+    SURROGATES as SURROGATES,
+    ResetMode as ResetMode,
+    SurrogateName as SurrogateName,
+)
+
 DType = Literal["float32", "bfloat16", "float16"]
-ResetMode = Literal["subtract", "zero"]
-SurrogateName = Literal["fast_sigmoid", "atan", "sigmoid"]
 InputKind = Literal["gaussian", "bernoulli"]
 #: ``strict``: float32 matmuls; ``tf32``: TF32 allowed (GPU); ``amp-bf16`` / ``amp-fp16``:
 #: automatic mixed precision (float32 weights, state and gradients, 16-bit matmuls)
 MatmulPrecision = Literal["strict", "tf32", "amp-bf16", "amp-fp16"]
 
 DTYPES: tuple[str, ...] = get_args(DType)
-RESET_MODES: tuple[str, ...] = get_args(ResetMode)
-SURROGATES: tuple[str, ...] = get_args(SurrogateName)
 INPUT_KINDS: tuple[str, ...] = get_args(InputKind)
 MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
 #: the matmul precisions that keep every operand float32 (what an adapter supports by default)
@@ -79,12 +84,13 @@ class NetworkSpec:
     time_steps: int = 500
     layers: int = 1
     dtype: DType = "float32"
-    beta: float = 0.875
-    threshold: float = 1.0
-    reset: ResetMode = "subtract"
-    surrogate: SurrogateName = "fast_sigmoid"
-    surrogate_slope: float = 25.0
-    detach_reset: bool = True
+    # the neuron's defaults are stated in snnbench.neuron (the fused kernel shares them)
+    beta: float = neuron.BETA
+    threshold: float = neuron.THRESHOLD
+    reset: ResetMode = neuron.RESET
+    surrogate: SurrogateName = neuron.SURROGATE
+    surrogate_slope: float = neuron.SURROGATE_SLOPE
+    detach_reset: bool = neuron.DETACH_RESET
     bias: bool = True
     input_kind: InputKind = "gaussian"
     input_std: float = 1.0

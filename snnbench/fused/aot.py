@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from snnbench.fused.params import LIFParams
+from snnbench.fused.params import RESETS, SURROGATES, LIFParams
 
 #: an H200 (and H100 SXM): compute capability 9.0 with 132 SMs
 H200_ARCH, H200_SMS = 90, 132
@@ -235,9 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--time-steps", type=int, default=500)
     parser.add_argument("--neurons", default="512,1024,2048,4096,8192,16384")
     parser.add_argument("--dtypes", default="float32,bfloat16")
-    parser.add_argument("--reset", choices=("subtract", "zero"), default="subtract")
-    parser.add_argument("--surrogate", choices=("fast_sigmoid", "atan", "sigmoid"),
-                        default="sigmoid")
+    parser.add_argument("--reset", choices=RESETS, default="subtract")
+    parser.add_argument("--surrogate", choices=SURROGATES, default="sigmoid")
     parser.add_argument("--slope", type=float, default=4.0)
     parser.add_argument("--detach-reset", action="store_true")
     ns = parser.parse_args(argv)

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from snnbench import neuron
 from snnbench.fused.autograd import BACKENDS, fused_linear_lif
 from snnbench.fused.params import LIFParams
 
@@ -30,12 +31,12 @@ class FusedLinearLIF(nn.Module):
         out_features: int,
         bias: bool = True,
         *,
-        beta: float = 0.875,
-        threshold: float = 1.0,
-        reset: str = "subtract",
-        surrogate: str = "fast_sigmoid",
-        slope: float = 25.0,
-        detach_reset: bool = True,
+        beta: float = neuron.BETA,
+        threshold: float = neuron.THRESHOLD,
+        reset: str = neuron.RESET,
+        surrogate: str = neuron.SURROGATE,
+        slope: float = neuron.SURROGATE_SLOPE,
+        detach_reset: bool = neuron.DETACH_RESET,
         backend: str = "auto",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: reset modes, in the integer order the kernels use (``reset_code``)
-RESETS: tuple[str, ...] = ("subtract", "zero")
-#: surrogate gradients, in the integer order the kernels use (``surrogate_code``)
-SURROGATES: tuple[str, ...] = ("fast_sigmoid", "atan", "sigmoid")
+from snnbench import neuron
+
+# SURROGATES (re-exported) and RESET_MODES are in the integer order the kernels use
+# (``surrogate_code``, ``reset_code``): the spec's, by design
+from snnbench.neuron import RESET_MODES, SURROGATES as SURROGATES
+
+#: reset modes (``reset_code`` is the index)
+RESETS: tuple[str, ...] = RESET_MODES
 
 
 @dataclass(frozen=True)
@@ -26,12 +30,13 @@ class LIFParams:
     gradient through the spike.
     """
 
-    beta: float = 0.875
-    threshold: float = 1.0
-    reset: str = "subtract"
-    surrogate: str = "fast_sigmoid"
-    slope: float = 25.0
-    detach_reset: bool = True
+    # the canonical neuron's defaults (snnbench.neuron), which the spec defaults to as well
+    beta: float = neuron.BETA
+    threshold: float = neuron.THRESHOLD
+    reset: str = neuron.RESET
+    surrogate: str = neuron.SURROGATE
+    slope: float = neuron.SURROGATE_SLOPE
+    detach_reset: bool = neuron.DETACH_RESET
 
     def __post_init__(self) -> None:
         if self.reset not in RESETS:
