@@ -41,10 +41,14 @@ except ImportError:  # pragma: no cover - an older typer uses the click package
 from snnbench import __version__
 from snnbench.config import RunConfig, check_variables, load_config
 from snnbench.errors import UserError
+from snnbench.neuron import RESET_MODES
 from snnbench.registry import discover
+from snnbench.verify_request import DETACH_CHOICES, DEVICES as VERIFY_DEVICES, VerifyRequest
 
 console = Console()
 err_console = Console(stderr=True)
+#: ``verify``'s option defaults are the request's own
+_VERIFY = VerifyRequest()
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -656,41 +660,44 @@ def verify(
     ctx: typer.Context,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library version "
-        "in its own environment), or 'all'.")] = "all",
+        "in its own environment), or 'all'.")] = ",".join(_VERIFY.adapters),
     config: Annotated[str | None, typer.Option(
         "--config", "-c", help="Check the networks this sweep (a TOML file, or a shipped one "
         "by name) runs, as 'run' checks each before timing: its adapters, environments and "
         "cases, T cut to its verify_time_steps; the options given with it override its "
         "values.")] = None,
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
-    neurons: Annotated[str, typer.Option(help="Comma list of n.")] = "64,256",
-    steps: Annotated[int, typer.Option(help="Time steps T.")] = 50,
-    batch_size: Annotated[int, typer.Option(help="Batch size B.")] = 4,
-    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = "float32",
+    neurons: Annotated[str, typer.Option(help="Comma list of n.")] = ",".join(
+        str(n) for n in _VERIFY.neurons),
+    steps: Annotated[int, typer.Option(help="Time steps T.")] = _VERIFY.time_steps,
+    batch_size: Annotated[int, typer.Option(help="Batch size B.")] = _VERIFY.batch_size,
+    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16.")] = _VERIFY.dtype,
     precision: Annotated[str, typer.Option(
         help="Matmul precision: strict, tf32, amp-bf16 or amp-fp16 (automatic mixed "
-        "precision, checked against the reference's autocast emulation).")] = "strict",
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+        "precision, checked against the reference's autocast emulation).")
+    ] = _VERIFY.matmul_precision,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = _VERIFY.device,
     detach_reset: Annotated[str, typer.Option(
         help="true, false, both, or auto (the spec default where supported, else the "
-        "adapter's rule).")] = "auto",
+        "adapter's rule).")] = _VERIFY.detach_reset,
     surrogate: Annotated[str, typer.Option(
-        help="fast_sigmoid, atan or sigmoid.")] = "fast_sigmoid",
-    surrogate_slope: Annotated[float, typer.Option(help="The surrogate's slope.")] = 25.0,
+        help="fast_sigmoid, atan or sigmoid.")] = _VERIFY.surrogate,
+    surrogate_slope: Annotated[float, typer.Option(
+        help="The surrogate's slope.")] = _VERIFY.surrogate_slope,
     layers: Annotated[int, typer.Option(
-        help="Linear+LIF layers (layer l+1 takes layer l's spikes).")] = 1,
+        help="Linear+LIF layers (layer l+1 takes layer l's spikes).")] = _VERIFY.layers,
     bias: Annotated[bool, typer.Option("--bias/--no-bias", help="Linear layers with a bias.")
-                    ] = True,
+                    ] = _VERIFY.bias,
     input_kind: Annotated[str, typer.Option(
-        help="gaussian (current) or bernoulli (spikes).")] = "gaussian",
+        help="gaussian (current) or bernoulli (spikes).")] = _VERIFY.input_kind,
     dump: Annotated[Path | None, typer.Option(
         help="Write <adapter>-<variant>-<reset>.npz per check (largest n) into this folder "
         "(new, empty, or holding earlier dumps only).",
     )] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per check.")] = 600.0,
+    timeout: Annotated[float, typer.Option(help="Seconds per check.")] = _VERIFY.timeout_s,
     wheelhouse: Annotated[str, typer.Option(
         help="Folder of wheels: build library environments (adapter@VERSION) from it alone, "
-        "offline.")] = "",
+        "offline.")] = _VERIFY.wheelhouse,
 ) -> None:
     """Check every adapter's spikes and gradients against the reference.
 
@@ -705,12 +712,12 @@ def verify(
     a pass.
     """
     from snnbench.storage import claim_folder, written_by_snnbench
-    from snnbench.verify_cmd import VerifyRequest, run_verification
+    from snnbench.verify_cmd import run_verification
 
-    resets = ["subtract", "zero"] if reset == "both" else _split(reset)
-    _choice("--reset", reset, resets, ("subtract", "zero", "both"))
-    _choice("--device", device, [device], ("cpu", "cuda"))
-    _choice("--detach-reset", detach_reset, [detach_reset], ("true", "false", "both", "auto"))
+    resets = list(RESET_MODES) if reset == "both" else _split(reset)
+    _choice("--reset", reset, resets, (*RESET_MODES, "both"))
+    _choice("--device", device, [device], VERIFY_DEVICES)
+    _choice("--detach-reset", detach_reset, [detach_reset], tuple(DETACH_CHOICES))
     request = VerifyRequest(
         adapters=tuple(_split(adapters)), resets=tuple(resets),
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
@@ -721,10 +728,7 @@ def verify(
         input_kind=input_kind,
     )
     # the same validation a run applies, before any folder is made or process started
-    network = {"time_steps": steps, "batch_size": batch_size, "dtype": dtype, "layers": layers,
-               "matmul_precision": precision,
-               "surrogate": surrogate, "surrogate_slope": surrogate_slope, "bias": bias,
-               "input_kind": input_kind}
+    network = request.network()
     RunConfig(network=network).with_overrides({"timeout_s": timeout},
                                               {"neurons": request.neurons})
     if config is not None:
@@ -779,8 +783,7 @@ def _verify_config(ctx: typer.Context, name: str, request: Any,
     if given("reset"):
         overrides["reset"] = list(request.resets)
     if given("detach_reset") and request.detach_reset != "auto":  # auto: the config's own
-        overrides["detach_reset"] = {"true": [True], "false": [False],
-                                     "both": [True, False]}[request.detach_reset]
+        overrides["detach_reset"] = list(DETACH_CHOICES[request.detach_reset])
     return build_config(name, run_overrides, overrides)
 
 

@@ -9,7 +9,7 @@ config the checks are the networks that config runs, each as ``run`` checks it b
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,45 +18,17 @@ from rich.console import Console
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import CaseRecord, adapter_label
 from snnbench.executors.local import run_in_folder
+from snnbench.neuron import RESET_MODES
 from snnbench.planning.jobs import make_job, parent_record, static_adapter_record
 from snnbench.planning.messages import NotifyCallback
 from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import discover
-from snnbench.sampling import VERIFY_TIME_STEPS
 from snnbench.schema import FAILED_STATUSES
 from snnbench.storage import record_written
 from snnbench.verify import verification_spec
 
-
-@dataclass(frozen=True)
-class VerifyRequest:
-    """What to check: adapters, reset modes, sizes, dtype, device and an optional dump folder."""
-
-    adapters: tuple[str, ...] = ("all",)
-    resets: tuple[str, ...] = ("subtract", "zero")
-    neurons: tuple[int, ...] = (64, 256)
-    time_steps: int = VERIFY_TIME_STEPS
-    batch_size: int = 4
-    dtype: str = "float32"
-    #: the spec's ``matmul_precision`` (``amp-bf16``/``amp-fp16``: automatic mixed precision)
-    matmul_precision: str = "strict"
-    device: str = "cpu"
-    #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
-    #: it, else the rule it does support (the table shows which was checked)
-    detach_reset: str = "auto"
-    surrogate: str = "fast_sigmoid"
-    surrogate_slope: float = 25.0
-    dump_dir: Path | None = None
-    timeout_s: float = 600.0
-    #: a folder of wheels to build library environments from, offline ("": the index)
-    wheelhouse: str = ""
-    layers: int = 1
-    bias: bool = True
-    input_kind: str = "gaussian"
-    #: a sweep (``--config``): check the networks it runs instead of the fields above, with
-    #: its adapters, environments and run settings, each case as ``run`` checks it before
-    #: timing (T cut to its ``verify_time_steps``)
-    config: RunConfig | None = None
+# VerifyRequest re-exported: scripts and tests import the request from the command's module
+from snnbench.verify_request import DETACH_CHOICES, DEVICES, VerifyRequest as VerifyRequest
 
 
 def run_verification(
@@ -68,13 +40,12 @@ def run_verification(
     Library environments (``spikingjelly@0.0.0.0.14``) are built, or reused, before any check.
     """
     for reset in request.resets:
-        if reset not in ("subtract", "zero"):
+        if reset not in RESET_MODES:
             raise ValueError(f"reset must be subtract, zero or both, got {reset!r}")
-    if request.device not in ("cpu", "cuda"):
+    if request.device not in DEVICES:
         raise ValueError(f"device must be cpu or cuda, got {request.device!r}")
     entries = discover()
-    detach_choices = {"true": (True,), "false": (False,), "both": (True, False), "auto": (True,)}
-    if request.detach_reset not in detach_choices:
+    if request.detach_reset not in DETACH_CHOICES:
         raise ValueError(f"detach-reset must be true, false, both or auto, got "
                          f"{request.detach_reset!r}")
     if request.config is not None:
@@ -87,13 +58,9 @@ def run_verification(
         config = RunConfig(
             run=RunSettings(adapters=request.adapters, device=request.device,
                             timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
-            network={"time_steps": request.time_steps, "batch_size": request.batch_size,
-                     "dtype": request.dtype, "matmul_precision": request.matmul_precision,
-                     "surrogate": request.surrogate,
-                     "surrogate_slope": request.surrogate_slope, "layers": request.layers,
-                     "bias": request.bias, "input_kind": request.input_kind},
+            network=request.network(),
             sweeps=({"reset": request.resets, "neurons": request.neurons,
-                     "detach_reset": detach_choices[request.detach_reset]},),
+                     "detach_reset": DETACH_CHOICES[request.detach_reset]},),
         )
         tasks = plan_tasks(config, entries, request.device)
         if request.detach_reset == "auto":
