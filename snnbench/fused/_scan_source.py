@@ -119,31 +119,42 @@ void forward_range(const E* y, float* vpre, E* spikes, float* v, std::int64_t T,
     }
 }
 
-template <typename E>
-int forward_impl(const void* y, float* vpre, void* spikes, std::int64_t T, std::int64_t N,
-                 float beta, float theta, int reset, int nthreads) {
-    const int nt = threads_for(T * N, nthreads);
+// Runs body(i0, i1, scratch) on nt threads, each over its own columns [i0, i1) of N
+// (thread_range) with a float scratch row of i1 - i0 elements. Returns 1 when a thread could
+// not allocate its row (that thread's columns are then not done), else 0.
+template <typename Body>
+int parallel_columns(std::int64_t N, int nt, const Body& body) {
     int failed = 0;
 #pragma omp parallel num_threads(nt) reduction(| : failed)
     {
         std::int64_t i0, i1;
         thread_range(N, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
         if (i1 > i0) {
-            float* v = static_cast<float*>(std::malloc(sizeof(float) * (i1 - i0)));
-            if (v == nullptr) {
+            float* scratch = static_cast<float*>(std::malloc(sizeof(float) * (i1 - i0)));
+            if (scratch == nullptr) {
                 failed = 1;
             } else {
-                const E* ye = static_cast<const E*>(y);
-                E* se = static_cast<E*>(spikes);
-                if (reset == 0)
-                    forward_range<E, true>(ye, vpre, se, v, T, N, i0, i1, beta, theta);
-                else
-                    forward_range<E, false>(ye, vpre, se, v, T, N, i0, i1, beta, theta);
-                std::free(v);
+                body(i0, i1, scratch);
+                std::free(scratch);
             }
         }
     }
     return failed;
+}
+
+template <typename E>
+int forward_impl(const void* y, float* vpre, void* spikes, std::int64_t T, std::int64_t N,
+                 float beta, float theta, int reset, int nthreads) {
+    const E* ye = static_cast<const E*>(y);
+    E* se = static_cast<E*>(spikes);
+    // v: the membrane potential of the thread's columns
+    return parallel_columns(N, threads_for(T * N, nthreads),
+                            [&](std::int64_t i0, std::int64_t i1, float* v) {
+        if (reset == 0)
+            forward_range<E, true>(ye, vpre, se, v, T, N, i0, i1, beta, theta);
+        else
+            forward_range<E, false>(ye, vpre, se, v, T, N, i0, i1, beta, theta);
+    });
 }
 
 // ---- backward -------------------------------------------------------------------------
@@ -262,37 +273,26 @@ int backward_impl(float* vpre, const void* g, std::int64_t g_st, int gbcast, voi
     const float keep = detach ? 0.0f : 1.0f;
     // the sigmoid surrogate (exp and a division) makes an element cost about 4.5 times more
     const int nt = threads_for(sur == SIGMOID ? 5 * T * N : T * N, nthreads);
-    int failed = 0;
-#pragma omp parallel num_threads(nt) reduction(| : failed)
-    {
-        std::int64_t i0, i1;
-        thread_range(N, omp_get_thread_num(), omp_get_num_threads(), &i0, &i1);
-        if (i1 > i0) {
-            float* gv = static_cast<float*>(std::malloc(sizeof(float) * (i1 - i0)));
-            if (gv == nullptr) {
-                failed = 1;
-            } else {
-                const G* ge = static_cast<const G*>(g);
-                G* de = static_cast<G*>(dy);
-                float* a = acc + i0;
-                const bool gb = gbcast != 0;
+    const G* ge = static_cast<const G*>(g);
+    G* de = static_cast<G*>(dy);
+    const bool gb = gbcast != 0;
+    // gv: the gradient through the membrane of the thread's columns
+    const int failed = parallel_columns(N, nt, [&](std::int64_t i0, std::int64_t i1, float* gv) {
+        float* a = acc + i0;
 #define SNN_BWD(SUR, SUB)                                                                 \
     backward_dispatch_g<G, SUR, SUB>(gb, vpre, ge, g_st, de, a, gv, T, N, i0, i1, beta, theta, \
                                      c, keep)
-                if (reset == 0) {
-                    if (sur == FAST_SIGMOID) SNN_BWD(FAST_SIGMOID, true);
-                    else if (sur == ATAN) SNN_BWD(ATAN, true);
-                    else SNN_BWD(SIGMOID, true);
-                } else {
-                    if (sur == FAST_SIGMOID) SNN_BWD(FAST_SIGMOID, false);
-                    else if (sur == ATAN) SNN_BWD(ATAN, false);
-                    else SNN_BWD(SIGMOID, false);
-                }
-#undef SNN_BWD
-                std::free(gv);
-            }
+        if (reset == 0) {
+            if (sur == FAST_SIGMOID) SNN_BWD(FAST_SIGMOID, true);
+            else if (sur == ATAN) SNN_BWD(ATAN, true);
+            else SNN_BWD(SIGMOID, true);
+        } else {
+            if (sur == FAST_SIGMOID) SNN_BWD(FAST_SIGMOID, false);
+            else if (sur == ATAN) SNN_BWD(ATAN, false);
+            else SNN_BWD(SIGMOID, false);
         }
-    }
+#undef SNN_BWD
+    });
     if (!failed && db != nullptr) {
         for (std::int64_t j = 0; j < n; ++j) db[j] = acc[j];
         for (std::int64_t b = 1; b < B; ++b) {
