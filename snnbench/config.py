@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
@@ -28,11 +27,20 @@ from typing import Annotated, Any, get_type_hints
 from pydantic import AfterValidator, PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
 from snnbench import validation
-from snnbench.errors import UserError
+from snnbench.errors import UserError, shown
 from snnbench.executor_settings import ExecutorSettings
-from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
+from snnbench.sampling import (
+    PREPARE_TIMEOUT_S,
+    TIMEOUT_S,
+    VERIFY_TIME_STEPS,
+    Count,
+    MeasureSettings,
+    Positive,
+    Seconds,
+    check,
+)
 from snnbench.schema import TIMED_PHASES
-from snnbench.spec import NetworkSpec, SpecError, shown
+from snnbench.spec import NetworkSpec, SpecError
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 #: how idle CPU threads wait (``[run] thread_wait``): ``passive`` sleeps at once
@@ -44,38 +52,18 @@ SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkS
 CHOICE_VARIABLES: dict[str, tuple[str, ...]] = {"SNNBENCH_FUSED_CPU_GEMM": ("onednn", "blas")}
 
 
-#: the defaults of the sampling settings, which ``[run]`` shares with every worker
-_MEASURE = MeasureSettings()
-
-
 class ConfigError(UserError, ValueError):
     """The configuration is invalid; the message is one line naming the problem."""
 
 
 # -- field types: each [run] key's check, declared with its field --------------------------------
 # A check raises ValueError("must be ..., got ...") and :func:`_config_error` puts the key's name
-# in front: one line, never a traceback or an error row halfway through the sweep.
-
-def _check(ok: Callable[[Any], bool], wording: str) -> PlainValidator:
-    """A value for which ``ok`` holds, else "must be {wording}, got {value}"."""
-    def validate(value: Any) -> Any:
-        if not ok(value):
-            raise ValueError(f"must be {wording}, got {shown(value)}")
-        return value
-    return PlainValidator(validate)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_seconds(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0)
-
+# in front: one line, never a traceback or an error row halfway through the sweep. The shared
+# numeric checks (Positive, Count, Seconds) are snnbench.sampling's, which the sampling
+# settings declare their fields with.
 
 def _one_of(choices: tuple[str, ...]) -> PlainValidator:
-    return _check(lambda v: isinstance(v, str) and v in choices, f"one of {', '.join(choices)}")
+    return check(lambda v: isinstance(v, str) and v in choices, f"one of {', '.join(choices)}")
 
 
 def _above_zero(value: float) -> float:
@@ -105,20 +93,19 @@ def _timed_phases(value: tuple[str, ...]) -> tuple[str, ...]:
 
 #: a list of names (a tuple in memory, a list in the manifest)
 _Names = Annotated[tuple[str, ...], PlainSerializer(list),
-                   _check(lambda v: isinstance(v, tuple) and all(isinstance(n, str) for n in v),
-                          "a list of names")]
-_Positive = Annotated[int, _check(lambda v: _is_int(v) and v >= 1, "a positive integer")]
-_Count = Annotated[int, _check(lambda v: _is_int(v) and v >= 0, "an integer ≥ 0")]
-_Seconds = Annotated[float, _check(_is_seconds, "a finite number ≥ 0")]
-_Limit = Annotated[_Seconds, AfterValidator(_above_zero)]
-_Flag = Annotated[bool, _check(lambda v: isinstance(v, bool), "true or false")]
-_Path = Annotated[str, _check(lambda v: isinstance(v, str), "a path (text)"),
+                   check(lambda v: isinstance(v, tuple) and all(isinstance(n, str) for n in v),
+                         "a list of names")]
+_Limit = Annotated[Seconds, AfterValidator(_above_zero)]
+_Flag = Annotated[bool, check(lambda v: isinstance(v, bool), "true or false")]
+_Path = Annotated[str, check(lambda v: isinstance(v, str), "a path (text)"),
                   AfterValidator(_absolute)]
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """How a sweep is measured (the ``[run]`` table).
+class RunSettings(MeasureSettings):
+    """How a sweep is measured (the ``[run]`` table): the sampling settings every worker
+    applies (inherited from :class:`MeasureSettings`, where they are declared) and the sweep's
+    own.
 
     Every field is checked by its type's validator (:func:`_validate_fields`), also when built
     in code: a wrong value is a one-line :class:`ConfigError`.
@@ -126,23 +113,15 @@ class RunSettings:
 
     adapters: Annotated[_Names, AfterValidator(_adapter_names)] = ("all",)
     device: Annotated[str, _one_of(DEVICES)] = "auto"
-    #: the sampling settings: their meaning and defaults are MeasureSettings' (snnbench.sampling)
-    repeats: _Positive = _MEASURE.repeats
-    max_repeats: _Positive = _MEASURE.max_repeats
-    min_time_s: _Seconds = _MEASURE.min_time_s
-    warmup: _Count = _MEASURE.warmup
-    warmup_s: _Seconds = _MEASURE.warmup_s
-    warmup_max_s: _Seconds = _MEASURE.warmup_max_s
-    max_block: _Positive = _MEASURE.max_block
     timeout_s: _Limit = TIMEOUT_S
     #: seconds a worker may spend preparing (library import, first-use extension builds)
     #: before its case starts; the case's own ``timeout_s`` starts after that
     prepare_timeout_s: _Limit = PREPARE_TIMEOUT_S
     #: CPU threads for torch and XLA in every worker; 0 means all cores of this machine
-    threads: _Count = 0
+    threads: Count = 0
     phases: Annotated[_Names, AfterValidator(_timed_phases)] = TIMED_PHASES
     verify: _Flag = True
-    verify_time_steps: _Positive = VERIFY_TIME_STEPS
+    verify_time_steps: Positive = VERIFY_TIME_STEPS
     allow_mismatch: _Flag = False
     energy: _Flag = True
     #: where library environments are cached ("": $SNNBENCH_ENV_CACHE or ~/.cache/snnbench/envs)
@@ -151,7 +130,7 @@ class RunSettings:
     #: or $SNNBENCH_WHEELHOUSE)
     wheelhouse: _Path = ""
     #: fresh worker processes per case (``--replicates``), interleaved across adapters (ABBA)
-    replicates: _Positive = 1
+    replicates: Positive = 1
     #: add one ``null`` case (the harness-overhead probe) per run at its smallest case, so the
     #: report can give the harness overhead; the shipped configs turn it on
     overhead_probe: _Flag = False

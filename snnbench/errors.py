@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 
 class UserError(Exception):
     """Bad input, or a folder or environment that cannot be used; the message is one line."""
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters: how a wrong value appears in a one-line
+    message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def exit_status(prog: str, body: Callable[[], int]) -> int:

@@ -29,9 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from snnbench import neuron
-from snnbench.errors import UserError
 
-# re-exported: the plugin API has always offered the neuron's choices here
+# re-exported: shown had its home here, and the plugin API has always offered the neuron's
+# choices (ResetMode, SurrogateName, RESET_MODES, SURROGATES) here
+from snnbench.errors import UserError, shown as shown
 from snnbench.neuron import (
     RESET_MODES as RESET_MODES,
     SURROGATES as SURROGATES,
@@ -60,12 +61,6 @@ FLOAT_FIELDS: tuple[str, ...] = ("beta", "threshold", "surrogate_slope", "input_
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters, for one-line error messages."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class SpecError(UserError, ValueError):
