@@ -56,8 +56,6 @@ Count = Annotated[int, check(lambda v: is_int(v) and v >= 0, "an integer ≥ 0")
 Seconds = Annotated[float, check(is_seconds, "a finite number ≥ 0")]
 
 
-
-
 @dataclass(frozen=True)
 class MeasureSettings:
     """How long and how often to sample each phase.

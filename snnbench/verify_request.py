@@ -37,7 +37,7 @@ class VerifyRequest:
     dtype: str = NetworkSpec.dtype
     #: the spec's ``matmul_precision`` (``amp-bf16``/``amp-fp16``: automatic mixed precision)
     matmul_precision: str = NetworkSpec.matmul_precision
-    device: str = DEVICES[0]
+    device: str = "cpu"
     #: "true", "false", "both", or "auto": the spec default (True) where the adapter supports
     #: it, else the rule it does support (the table shows which was checked)
     detach_reset: str = "auto"
