@@ -1,7 +1,9 @@
 """``snnbench compare``: a noise-aware regression gate between two run folders.
 
 Rows are joined on the case key (:data:`snnbench.schema.CASE_KEY`: adapter, variant, device,
-dtype, neurons, batch, time steps, layers, reset), the phase and the metric. Each joined pair gets
+environment and ``case_id``, the spec's hash, with the size and network columns that say the
+case in words), the phase and the metric: two precisions or surrogates of one size are two
+cases, never pooled. Each joined pair gets
 one *mark*; which rule judges a metric (``interval``, ``threshold`` or ``info``) is the metric's
 entry in the registry (:mod:`snnbench.metrics`). This module computes the verdict only; how it
 reads (text, Markdown, JSON) is :mod:`snnbench.compare_output`; the verdict's data
@@ -33,9 +35,10 @@ case status
     an upgrade that breaks a case is what the gate is for); the reverse is ``fixed``; failed on
     both sides is ``still_failing``; a case on one side only is ``added`` or ``removed``.
 comparability
-    a different ``library_version`` or ``case_id`` (the spec hash) for the same key makes the
-    case ``not_comparable``, as does a case measured on one side only because the other side
-    skipped it or found its library unavailable.
+    a different ``library_version`` makes the case ``not_comparable``; so does a different
+    ``case_id`` (the spec hash) where one case of each side reads alike (the same adapter,
+    size and network columns) and nothing else pairs them, and a case measured on one side
+    only because the other side skipped it or found its library unavailable.
 library environments
     the environment is part of the key: ``snntorch@0.9.4`` is compared with ``snntorch@0.9.4``.
     ``environments=("snntorch@0.9.4", "snntorch@1.0.0")`` compares one environment of the
@@ -72,6 +75,7 @@ from snnbench.gate import RatioInterval
 from snnbench.metrics import format_value, metric as metric_info
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, load_run
+from snnbench.storage import label_networks
 from snnbench.verdict import (
     COMPARED_MARKS as COMPARED_MARKS,
     EXIT_FAIL as EXIT_FAIL,
@@ -104,7 +108,11 @@ class CompareError(UserError, ValueError):
 
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
-_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment"})
+_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment",
+                        schema.NETWORK, "case_id"})
+#: where the identity's columns sit in the case key (samples are joined on the identity)
+_IDENTITY = tuple(schema.CASE_KEY.index(c) for c in schema.CASE_IDENTITY)
+_CASE_ID = schema.CASE_KEY.index("case_id")
 
 
 # ---------------------------------------------------------------------------------- compare
@@ -132,9 +140,13 @@ def _key(row: pd.Series) -> CaseKey:
     return tuple(_key_value(c, row[c]) for c in schema.CASE_KEY)
 
 
+def _identity(key: CaseKey) -> tuple[Any, ...]:
+    return tuple(key[i] for i in _IDENTITY)
+
+
 def _cases(run: Run) -> dict[CaseKey, _Case]:
     out: dict[CaseKey, _Case] = {}
-    for _, rows in run.summary.groupby(list(schema.CASE_KEY), sort=False):
+    for _, rows in run.summary.groupby(list(schema.CASE_KEY), sort=False, dropna=False):
         first = rows.iloc[0]
         statuses = set(rows["status"])
         # a case's status is its worst row's: one failed row fails the case
@@ -159,11 +171,13 @@ Processes = list[np.ndarray]
 def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
     if run.samples is None or run.samples.empty:
         return {}
-    cols = [*schema.CASE_KEY, "phase", "metric"]
+    # samples carry the case's identity, not its words: joined on adapter, ..., case_id
+    cols = [*schema.CASE_IDENTITY, "phase", "metric"]
     out: dict[tuple[Any, ...], Processes] = {}
     for _, rows in run.samples.groupby(cols, sort=False):
         first = rows.iloc[0]
-        key = (*_key(first), str(first["phase"]), str(first["metric"]))
+        key = (*(str(first[c]) for c in schema.CASE_IDENTITY), str(first["phase"]),
+               str(first["metric"]))
         groups = []
         # runs written before replicates (or by hand) may leave the column empty: process 0
         for _, one in rows.groupby(rows["replicate"].fillna(0), sort=True):
@@ -328,7 +342,8 @@ def _case_pairs(
                             candidate=median if where == "candidate" else math.nan,
                             baseline_status="ok", candidate_status="ok"))
             continue
-        raw = (samples[0].get((*key, *pm)), samples[1].get((*key, *pm)))
+        raw = (samples[0].get((*_identity(key), *pm)),
+               samples[1].get((*_identity(key), *pm)))
         pair = _compare_metric(key, b_rows[pm], c_rows[pm], raw, rule)
         if key[schema.CASE_KEY.index("adapter")] in PROBES and pair.mark != "info":
             # the harness's own time: shown, never a library's regression
@@ -341,6 +356,37 @@ def _case_pairs(
 def _phase_metric_order(pm: tuple[str, str]) -> tuple[int, str, str]:
     order = {p: i for i, p in enumerate((*schema.TIMED_PHASES, "setup", "case"))}
     return order.get(pm[0], len(order)), pm[1], pm[0]
+
+
+def _joined_cases(
+    b_cases: dict[CaseKey, _Case], c_cases: dict[CaseKey, _Case],
+) -> list[tuple[CaseKey, _Case | None, _Case | None]]:
+    """The cases of both sides by key, in key order. A baseline case and a candidate case
+    left alone that read alike but for ``case_id`` (one each: the spec changed where no
+    column shows it, such as a field added to the spec) are one pair under the candidate's
+    key, which :func:`_case_pairs` calls not comparable."""
+    alone_b = [k for k in b_cases if k not in c_cases]
+    alone_c = [k for k in c_cases if k not in b_cases]
+
+    def words(key: CaseKey) -> CaseKey:
+        return key[:_CASE_ID] + key[_CASE_ID + 1:]
+
+    pairs: dict[CaseKey, CaseKey] = {}  # candidate key → baseline key
+    for c_key in alone_c:
+        same_b = [k for k in alone_b if words(k) == words(c_key)]
+        same_c = [k for k in alone_c if words(k) == words(c_key)]
+        if len(same_b) == 1 and len(same_c) == 1:
+            pairs[c_key] = same_b[0]
+    paired_b = set(pairs.values())
+    out: list[tuple[CaseKey, _Case | None, _Case | None]] = []
+    for key in sorted(b_cases.keys() | c_cases.keys(), key=lambda k: tuple(map(str, k))):
+        if key in paired_b:
+            continue
+        if key in pairs:
+            out.append((key, b_cases[pairs[key]], c_cases[key]))
+        else:
+            out.append((key, b_cases.get(key), c_cases.get(key)))
+    return out
 
 
 def environment_names(run: Run) -> list[str]:
@@ -400,6 +446,10 @@ def compare(
     if environments is not None:
         base = only_environment(base, environments[0])
         cand = only_environment(cand, environments[1])
+    # one network column over both sides: a field either side varies names the cases of both
+    b_summary, c_summary = label_networks([base.summary, cand.summary])
+    base = dataclasses.replace(base, summary=b_summary)
+    cand = dataclasses.replace(cand, summary=c_summary)
     result = Comparison(
         baseline=base.path,
         candidate=cand.path,
@@ -416,17 +466,14 @@ def compare(
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     samples = (_samples(base), _samples(cand))
-    for key in sorted(b_cases.keys() | c_cases.keys(), key=lambda k: tuple(map(str, k))):
-        if key not in c_cases:
-            b = b_cases[key]
+    for key, b, c in _joined_cases(b_cases, c_cases):
+        if c is None:
+            assert b is not None
             result.pairs.append(Pair(key, "", "", "removed", baseline_status=b.status))
-        elif key not in b_cases:
-            c = c_cases[key]
+        elif b is None:
             result.pairs.append(Pair(key, "", "", "added", candidate_status=c.status))
         else:
-            result.pairs.extend(
-                _case_pairs(key, b_cases[key], c_cases[key], samples, result)
-            )
+            result.pairs.extend(_case_pairs(key, b, c, samples, result))
     if any(p.test == "none" for p in result.pairs):
         result.warnings.append(
             f"some time pairs have fewer than {MIN_SAMPLES} samples and one process a side: no "

@@ -63,6 +63,8 @@ def _test_text(p: Pair) -> str:
 _CASE_FIELDS: tuple[tuple[str, str], ...] = (
     ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
     ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
+    # the network fields either side varies (amp-bf16, surrogate=atan...; "" when none does)
+    ("network", "· {}"),
 )
 
 
@@ -74,7 +76,8 @@ def _varying(pairs: list[Pair]) -> list[str]:
 
 def _case_of(p: Pair, fields: Iterable[str]) -> str:
     wanted = set(fields)
-    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS if f in wanted)
+    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS
+                    if f in wanted and p.case.get(f, "") != "")
 
 
 def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:

@@ -55,7 +55,7 @@ from snnbench.contract import adapter_label
 from snnbench.errors import UserError
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, load_run
-from snnbench.storage import atomic_write_bytes, claim_folder
+from snnbench.storage import atomic_write_bytes, claim_folder, label_networks
 
 XAxis = Literal["date", "version", "commit"]
 X_AXES: tuple[str, ...] = ("date", "version", "commit")
@@ -201,11 +201,6 @@ def _date(manifest: dict[str, Any]) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _case_text(row: Any) -> str:
-    return (f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
-            f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}")
-
-
 def detect_steps(medians: Sequence[float]) -> list[Step]:
     """Steps of a series of medians (see the module docstring: PELT on the log medians, a
     penalty from the series' own robust noise, steps of at least :data:`MIN_STEP`)."""
@@ -258,9 +253,10 @@ def collect(paths: Iterable[str | Path], *, machine: str | None = None,
         raise HistoryError(f"the runs come from {len(by_machine)} machines ({known}): their "
                            "times do not belong on one line; pick one with --machine KEY, or "
                            "draw each machine apart with --per-machine")
+    # one network column over every run: a field one run varies names its cases in all
+    summaries = label_networks([run.summary for run in runs])
     series: dict[tuple[str, ...], Series] = {}
-    for run in runs:
-        summary = run.summary
+    for run, summary in zip(runs, summaries, strict=True):
         rows = summary[(summary["status"] == "ok") & summary["metric"].isin(METRICS)
                        & ~summary["adapter"].isin(PROBES)]
         when, commit = _date(run.manifest), str((run.manifest.get("snnbench") or {})
@@ -275,7 +271,7 @@ def collect(paths: Iterable[str | Path], *, machine: str | None = None,
             mach = machine_of(run.manifest, str(row["host"]) if spread else "")
             label = adapter_label(str(row["adapter"]), str(row["variant"]),
                                   str(row.get("environment", "") or ""))
-            key = (mach.key, label, _case_text(row), str(row["phase"]), str(row["metric"]))
+            key = (mach.key, label, schema.case_text(row), str(row["phase"]), str(row["metric"]))
             s = series.setdefault(key, Series(mach, label, key[2], key[3], key[4]))
             s.points.append(Point(
                 run_id=run.run_id, run_path=run.path, date=when,

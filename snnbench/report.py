@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table, markdown
 from snnbench.rundir import load_run
-from snnbench.schema import FLOOR, GROUP_COLUMNS, group_title
+from snnbench.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
 from snnbench.storage import (
     Run,
     atomic_write_bytes,
@@ -248,10 +249,17 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
         title = group_title(d)
         slug = "" if len(grouped) == 1 else (
             f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
-            f"-L{int(d['layers'])}-{d['reset']}_"
+            f"-L{int(d['layers'])}-{d['reset']}{_network_slug(d)}_"
         )
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
+
+
+def _network_slug(group: dict[str, Any]) -> str:
+    """``-amp-bf16-surrogate-atan`` for a group's network column ("" when none varies): the
+    file names of two networks' plots differ as their titles do."""
+    text = re.sub(r"[^A-Za-z0-9.+-]+", "-", str(group[NETWORK])).strip("-")
+    return f"-{text}" if text else ""
 
 
 def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
@@ -268,8 +276,10 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
         depths = ", ".join(str(int(v)) for v in sorted(rows["layers"].unique()))
         title = (f"{d['device']}, {d['dtype']}, B={int(d['batch_size'])}, "
                  f"T={int(d['time_steps'])}, layers {depths}, reset={d['reset']}")
+        if d[NETWORK]:
+            title += f" · {d[NETWORK]}"
         slug = (f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
-                f"-{d['reset']}_")
+                f"-{d['reset']}{_network_slug(d)}_")
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
 

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
     MANIFEST_FILE,
+    NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
     SAMPLES_PARQUET,
     SCHEMA_VERSION,
@@ -54,9 +56,12 @@ from snnbench.schema import (
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
 )
+from snnbench.spec import NetworkSpec
 from snnbench.storage import (
     Run as Run,  # long imported from here
+    label_networks,
     samples_frame,
+    spec_network_columns,
     summary_frame,
     with_added_columns as with_added_columns,  # long imported from here
 )
@@ -304,6 +309,51 @@ def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, .
             frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
 
 
+def _unstated(frame: pd.DataFrame) -> pd.Series:
+    """Rows that leave a network column unsaid (a run written before the column existed)."""
+    missing = pd.Series(False, index=frame.index)
+    for column in NETWORK_COLUMNS:
+        values = frame[column]
+        missing |= values.isna() if column in SUMMARY_FLOAT_COLUMNS else values.eq("")
+    return missing
+
+
+def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
+    """``summary`` with the network columns an older run did not write taken from the spec
+    in its case records (matched by ``case_id``); those still unknown stay "" or NaN. A record
+    that is not a plain readable file is passed over: the readers of tables never block on a
+    FIFO or fail on a record ``merge`` and ``--resume`` would name."""
+    unstated = _unstated(summary)
+    if not unstated.any() or not cases.is_dir():
+        return summary
+    wanted = set(summary.loc[unstated, "case_id"])
+    specs: dict[str, dict[str, Any]] = {}
+    for path in sorted(cases.glob("*.json")):
+        if len(specs) == len(wanted):
+            break
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+            case_id = str(data["case_id"])
+            if case_id in wanted and case_id not in specs:
+                specs[case_id] = spec_network_columns(NetworkSpec.from_dict(data["spec"]))
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+    if not specs:
+        return summary
+    summary = summary.copy()
+    for index in summary.index[unstated]:
+        known = specs.get(str(summary.at[index, "case_id"]))
+        if known is None:
+            continue
+        for column, value in known.items():
+            current = summary.at[index, column]
+            if current == "" or (isinstance(current, float) and math.isnan(current)):
+                summary.at[index, column] = value
+    return summary
+
+
 def load_run(path: str | Path, *, samples: bool = True) -> Run:
     """Load a run folder and check it against :mod:`snnbench.schema`.
 
@@ -344,6 +394,7 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     # a bool in Parquet, the text "True"/"False" in the CSV fallback
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
                                  for v in summary["allow_mismatch"]]
+    summary = label_networks([_with_network_columns(summary, root / CASES_DIR)])[0]
 
     sample_frame: pd.DataFrame | None = None
     sample_file = root / SAMPLES_PARQUET

@@ -6,6 +6,8 @@ Consumers (``report``, ``compare``, CI scripts) depend on these names; bump
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any, Final, Literal, get_args
 
 from snnbench.metrics import UNITS
@@ -47,13 +49,32 @@ _CASE_SIZE: Final[tuple[str, ...]] = (
     "device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset",
 )
 
-#: identity of a case row; together with phase and metric it is the summary's key
+#: the network's fields beyond the size block: with :data:`_CASE_SIZE` (less the device) they
+#: are every field of the spec, each a column of the summary ("" or NaN where a run did not say)
+NETWORK_COLUMNS: Final[tuple[str, ...]] = (
+    "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind", "matmul_precision",
+    "beta", "threshold", "input_std", "input_rate", "seed",
+)
+
+#: the derived column naming the network fields that vary between the cases read together
+#: (``amp-bf16``, ``surrogate=atan slope=4``; "" when none varies): readers fill it in, so
+#: that two networks of one size never share a title, a label or a series
+NETWORK: Final = "network"
+
+#: what a case is: two rows with equal identity ran the same spec (``case_id``, the spec's
+#: hash) with the same adapter, variant, device and library environment
+CASE_IDENTITY: Final[tuple[str, ...]] = ("adapter", "variant", "device", "environment", "case_id")
+
+#: key of a case row, its identity with the columns that say it in words; together with phase
+#: and metric it is the summary's key
 CASE_KEY: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
     *_CASE_SIZE,
     # the library environment ("" for the base one): two versions of a library are two cases
     "environment",
+    NETWORK,
+    "case_id",
 )
 
 #: summary.parquet / summary.csv columns, in this order (the first block is a public contract)
@@ -128,6 +149,14 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "input_kind",
     # strict, tf32, amp-bf16 or amp-fp16: a float32 row under AMP is another network's timing
     "matmul_precision",
+    # the spec's remaining fields, so that every field of the network is a column
+    "beta",
+    "threshold",
+    "input_std",
+    "input_rate",
+    "seed",
+    # the network fields that vary in the run, in words (NETWORK)
+    NETWORK,
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -180,6 +209,13 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "bias": "",
     "input_kind": "",
     "matmul_precision": "",
+    "beta": float("nan"),
+    "threshold": float("nan"),
+    "input_std": float("nan"),
+    "input_rate": float("nan"),
+    # text, as detach_reset and bias: "" says unknown where a number would guess 0
+    "seed": "",
+    NETWORK: "",
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -188,7 +224,8 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
-    "replicate_spread", "within_spread", "busy_cores", "surrogate_slope",
+    "replicate_spread", "within_spread", "busy_cores", "surrogate_slope", "beta", "threshold",
+    "input_std", "input_rate",
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
@@ -201,17 +238,66 @@ SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
     "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
-    "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision",
+    "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision", "seed", NETWORK,
 )
 
 #: the GEMM floor's adapter (not a library): its rows come last in a group
 FLOOR: Final = "floor"
 
 #: case columns that, apart from neurons and the adapter, define one group of comparable rows
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset")
+#: (the network column keeps two precisions, surrogates... of one size in groups of their own)
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset",
+                                  NETWORK)
+
+#: how a varying network field reads in a label (the matmul precision by its value alone)
+_NETWORK_FORMATS: Final[dict[str, str]] = {
+    "matmul_precision": "{}", "surrogate": "surrogate={}", "surrogate_slope": "slope={}",
+    "detach_reset": "detach_reset={}", "bias": "bias={}", "input_kind": "input={}",
+    "beta": "beta={}", "threshold": "threshold={}", "input_std": "input_std={}",
+    "input_rate": "input_rate={}", "seed": "seed={}",
+}
+
+
+def network_value(row: Any, column: str) -> str:
+    """A network column of ``row`` as text ("" where the run did not say): ``4`` for 4.0."""
+    value = row[column]
+    if isinstance(value, float):
+        return f"{value:g}" if math.isfinite(value) else ""
+    return "" if value is None else str(value)
+
+
+def network_text(row: Any, fields: Sequence[str]) -> str:
+    """``amp-bf16 surrogate=atan``: the network ``fields`` of ``row`` that it states, in words."""
+    parts = []
+    for column in fields:
+        value = network_value(row, column)
+        if value:
+            parts.append(_NETWORK_FORMATS[column].format(value))
+    return " ".join(parts)
+
+
+def case_text(row: Any) -> str:
+    """The case without the adapter: ``cpu float32 n=64 B=4 T=20 L=1 subtract``, with the
+    network column when the run varies more than the size (``... subtract · amp-bf16``).
+    Every table, plot and history series names a case with it."""
+    text = (f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
+            f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}")
+    network = _network_of(row)
+    return f"{text} · {network}" if network else text
+
+
+def _network_of(row: Any) -> str:
+    try:
+        value = row[NETWORK]
+    except (KeyError, IndexError):
+        return ""
+    return str(value) if isinstance(value, str) else ""
 
 
 def group_title(row: Any) -> str:
-    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group."""
-    return (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
-            f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")
+    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group,
+    with its network column when the run varies more (``... reset=zero · amp-bf16``)."""
+    title = (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
+             f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")
+    network = _network_of(row)
+    return f"{title} · {network}" if network else title

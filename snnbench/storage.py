@@ -9,6 +9,7 @@ or the new complete file. Nothing here is pickled: results are plain data.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,18 @@ from snnbench.measurement import MeasurementInfo
 from snnbench.schema import (
     ADDED_COLUMN_DEFAULTS,
     METRIC_UNITS,
+    NETWORK,
+    NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
     SUMMARY_COLUMNS,
     SUMMARY_FLOAT_COLUMNS,
     SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
+    network_text,
+    network_value,
 )
+from snnbench.spec import NetworkSpec
 from snnbench.stats import (
     noise_warning,
     replicate_spread,
@@ -91,7 +97,7 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
             rows.extend(_metric_rows(done, run_id))
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame = _add_floor_ratio(frame)
-    return _typed_summary(frame)
+    return label_networks([_typed_summary(frame)])[0]
 
 
 def _measurement_columns(infos: list[MeasurementInfo], phase: str) -> dict[str, Any]:
@@ -170,9 +176,15 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
 
 
 def network_columns(record: CaseRecord) -> dict[str, Any]:
-    """The spec fields that tell two networks of one case key apart (surrogate and slope,
-    detached reset, bias, input kind, matmul precision), as the summary stores them."""
-    spec = record.spec
+    """The spec fields beyond the case's size (:data:`~snnbench.schema.NETWORK_COLUMNS`), as
+    the summary stores them."""
+    return spec_network_columns(record.spec)
+
+
+def spec_network_columns(spec: NetworkSpec) -> dict[str, Any]:
+    """The network columns of ``spec``: surrogate and slope, detached reset and bias
+    ("true"/"false"), input kind, matmul precision, beta, threshold, input spread and rate,
+    seed (as text: "" is how a run that did not say reads)."""
     return {
         "surrogate": spec.surrogate,
         "surrogate_slope": spec.surrogate_slope,
@@ -180,7 +192,52 @@ def network_columns(record: CaseRecord) -> dict[str, Any]:
         "bias": str(spec.bias).lower(),
         "input_kind": spec.input_kind,
         "matmul_precision": spec.matmul_precision,
+        "beta": spec.beta,
+        "threshold": spec.threshold,
+        "input_std": spec.input_std,
+        "input_rate": spec.input_rate,
+        "seed": str(spec.seed),
     }
+
+
+def varying_network(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """The network columns holding more than one stated value over ``frames`` (read together:
+    a run, both sides of a comparison, a history), in :data:`NETWORK_COLUMNS` order."""
+    varying = []
+    for column in NETWORK_COLUMNS:
+        values: set[str] = set()
+        for frame in frames:
+            if column in frame.columns:
+                values.update(network_value({column: v}, column)
+                              for v in frame[column].drop_duplicates())
+        if len(values - {""}) > 1:
+            varying.append(column)
+    return varying
+
+
+def label_networks(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
+    """``frames`` with the :data:`~snnbench.schema.NETWORK` column set: the network fields
+    that vary over all of them, in words, so that read together two networks of one size
+    never share a label (a field one frame does not state is left out of its rows)."""
+    fields = varying_network(frames)
+    out = []
+    for frame in frames:
+        frame = frame.copy()
+        if not fields or frame.empty:
+            frame[NETWORK] = ""
+        else:
+            present = [c for c in fields if c in frame.columns]
+            texts: dict[tuple[str, ...], str] = {}
+            column = []
+            for values in zip(*(frame[c] for c in present), strict=True):
+                row = dict(zip(present, values, strict=True))
+                key = tuple(network_value(row, c) for c in present)
+                if key not in texts:
+                    texts[key] = network_text(row, present)
+                column.append(texts[key])
+            frame[NETWORK] = column
+        out.append(frame)
+    return out
 
 
 def _metric_rows(done: list[CaseRecord], run_id: str) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from snnbench.schema import (
     FLOOR as FLOOR,
     GROUP_COLUMNS as GROUP_COLUMNS,
     TIMED_PHASES,
+    case_text as case_text,
     group_title as group_title,
 )
 from snnbench.storage import Run, with_added_columns
@@ -133,14 +134,6 @@ _PHASE_ORDER = {p: i for i, p in enumerate(("forward", "backward", "step", "setu
 
 def _ratio(value: float) -> str:
     return f"{value:.2f}×" if math.isfinite(value) else "—"
-
-
-def case_text(row: pd.Series) -> str:
-    """The case without the adapter: ``cpu float32 n=64 B=4 T=20 L=1 subtract``."""
-    return (
-        f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
-        f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}"
-    )
 
 
 def reading_order(frame: pd.DataFrame) -> pd.DataFrame:
