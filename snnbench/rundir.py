@@ -26,6 +26,7 @@ from typing import IO, Any
 
 import pandas as pd
 
+from snnbench import roofline
 from snnbench.contract import (
     CaseRecord,
     adapter_label as adapter_label,  # long imported from here
@@ -41,6 +42,7 @@ from snnbench.fileio import (
     os_reason,
 )
 from snnbench.manifest import Manifest, upgraded
+from snnbench.overhead import PROBES
 from snnbench.schema import (
     CASES_DIR,
     LOCK_FILE,
@@ -274,11 +276,20 @@ class RunFolder:
         """The finished run, checked (:func:`load_run`)."""
         return load_run(self.path, samples=samples)
 
+    def _gpu_models(self) -> dict[str, str]:
+        """Each host's GPU model for the roofline columns; none while the manifest is
+        unreadable (the tables are still written; a reader fills the columns again)."""
+        try:
+            return roofline.gpu_models(self.manifest_data())
+        except StorageError:
+            return {}
+
     # -- derived tables ------------------------------------------------------------------
     def rebuild_tables(self, run_id: str) -> pd.DataFrame:
         """Rebuild summary.parquet, summary.csv and samples.parquet from the case records."""
         records = self.case_records()
-        summary = summary_frame(records, run_id)
+        summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(),
+                                    PROBES)
         samples = samples_frame(records, run_id)
         with atomic_path(self.path / SAMPLES_PARQUET) as tmp:
             samples.to_parquet(tmp, index=False)
@@ -395,6 +406,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
                                  for v in summary["allow_mismatch"]]
     summary = label_networks([_with_network_columns(summary, root / CASES_DIR)])[0]
+    # computed anew on every read: an older folder gets the columns, a corrected peak applies
+    summary = roofline.annotate(summary, roofline.gpu_models(manifest), PROBES)
 
     sample_frame: pd.DataFrame | None = None
     sample_file = root / SAMPLES_PARQUET

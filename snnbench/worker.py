@@ -70,6 +70,8 @@ def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) ->
     if framework == "torch" or "torch" in sys.modules:
         import torch
 
+        # the library's own default, before we set ours: what its users get without snnbench
+        applied["torch_default_float32_matmul_precision"] = torch.get_float32_matmul_precision()
         torch.set_num_threads(threads)
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
@@ -84,6 +86,11 @@ def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) ->
     if framework == "jax":
         import jax
 
+        # None: XLA's default, which runs float32 matrix products as TF32 on NVIDIA GPUs from
+        # Ampere on (JAX's documented default precision); recorded so a row says what users of
+        # the library get without snnbench's setting
+        default = getattr(jax.config, "jax_default_matmul_precision", None)
+        applied["jax_default_matmul_precision"] = default or "default (TF32 on NVIDIA GPUs)"
         jax.config.update(  # type: ignore[no-untyped-call]
             "jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest"
         )
