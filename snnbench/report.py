@@ -29,6 +29,7 @@ from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table, markdown
+from snnbench.roofline import IMPOSSIBLE_NOTE, impossible_rows
 from snnbench.rundir import load_run
 from snnbench.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
 from snnbench.storage import (
@@ -317,6 +318,9 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     summary = run.summary
     # a harness probe is no library: it is in the timing table, never in a plot or ranking
     ok = summary[(summary["status"] == "ok") & ~is_probe(summary)]
+    # a case measured faster than physics allows is a defect, never a winner: no plot or
+    # ranking shows it (the alerts at the top and the timing table do)
+    ok = ok[~_impossible_cases(ok)]
     # only adapters that appear in a plot take a colour, so the palette does not wrap
     pairs = ok.drop_duplicates(["adapter", "variant", "environment"])
     labels = [plots.label_of(r) for _, r in pairs.iterrows()]
@@ -349,7 +353,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     page = _Page(run, status_line, env, sections, timing=summary_table(run),
                  metrics=case_metrics_table(run), problems=problems_table(run),
                  warns=warnings_table(run), goals=targets_table(run),
-                 overhead=overhead_lines(summary))
+                 overhead=overhead_lines(summary), alerts=alert_lines(run))
     md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"
     atomic_write_bytes(md_path, md.encode("utf-8"))
@@ -374,13 +378,46 @@ class _Page:
     warns: Table
     goals: Table
     overhead: list[str]
+    #: what a reader must know before any figure: a noisy run, impossible rows
+    alerts: list[str]
+
+
+def _impossible_cases(frame: pd.DataFrame) -> pd.Series:
+    """A mask of the rows whose case (adapter, variant, environment, case id) has a timed
+    phase flagged ``impossible`` (:mod:`snnbench.roofline`)."""
+    bad = impossible_rows(frame)
+    keys = ["adapter", "variant", "environment", "case_id"]
+    flagged = set(bad[keys].astype(str).itertuples(index=False, name=None))
+    return pd.Series([tuple(k) in flagged for k in frame[keys].astype(str).itertuples(
+        index=False, name=None)], index=frame.index, dtype=bool)
+
+
+def alert_lines(run: Run) -> list[str]:
+    """The lines a report leads with: the run's noise verdict when it was noisy (with its
+    reasons), and every row measured faster than its device's floor."""
+    lines: list[str] = []
+    noise = run.manifest.get("noise")
+    if isinstance(noise, dict) and noise.get("noisy"):
+        reasons = [str(r) for r in noise.get("reasons") or []]
+        lines.append("Noisy run: its times include waiting on a busy machine, so a difference "
+                     "between rows may be noise"
+                     + (f" ({len(reasons)} reasons: {'; '.join(reasons)})" if reasons else ""))
+    bad = impossible_rows(run.summary)
+    for _, row in bad.iterrows():
+        label = adapter_label(str(row["adapter"]), str(row["variant"]), str(row["environment"]))
+        lines.append(f"Impossible: {label} {case_text(row)} {row['phase']} "
+                     f"{format_seconds(float(row['median']))} is below the device's floor of "
+                     f"{format_seconds(float(row['floor_s']))}: {IMPOSSIBLE_NOTE}")
+    return lines
 
 
 def _markdown(page: _Page, out: Path) -> str:
     run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
     timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
     goals, overhead = page.goals, page.overhead
-    parts = [f"# snnbench report: {run.run_id}", "", f"Cases: {status_line}.", "",
+    parts = [f"# snnbench report: {run.run_id}", "",
+             *(f"> **{line}**\n" for line in page.alerts),
+             f"Cases: {status_line}.", "",
              *(f"{line}  " for line in overhead), "",
              "## Environment", "", markdown(env), ""]
     if not sections:
@@ -410,7 +447,9 @@ def _html(page: _Page) -> str:
     timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
     goals, overhead = page.goals, page.overhead
     esc = html.escape
-    body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>", f"<p>Cases: {esc(status_line)}.</p>",
+    body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>",
+            *(f'<p class="bad"><strong>{esc(line)}</strong></p>' for line in page.alerts),
+            f"<p>Cases: {esc(status_line)}.</p>",
             *(f"<p>{esc(line)}</p>" for line in overhead),
             "<h2>Environment</h2>", html_table(env)]
     if not sections:

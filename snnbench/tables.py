@@ -19,6 +19,7 @@ from snnbench.metrics import format_value
 from snnbench.preflight import BUSY_CORES
 from snnbench.render import Table
 from snnbench.render.formats import render
+from snnbench.roofline import IMPOSSIBLE_NOTE
 from snnbench.schema import (
     FLOOR as FLOOR,
     GROUP_COLUMNS as GROUP_COLUMNS,
@@ -107,6 +108,11 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             for flag, text in ((noisy, NOISY_NOTE), (throttled, THROTTLED_NOTE)):
                 if flag:
                     note = f"{note}; {text}" if note else text
+        if "impossible" in times.columns:
+            flagged = [str(r["phase"]) for _, r in times.iterrows() if bool(r["impossible"])]
+            if flagged:
+                text = f"impossible ({', '.join(flagged)}): {IMPOSSIBLE_NOTE}"
+                note = f"{text}; {note}" if note else text
         busy = float(first["busy_cores"])
         if first["status"] == "ok" and busy >= BUSY_CORES:
             text = BUSY_NOTE.format(busy)

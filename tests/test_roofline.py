@@ -138,3 +138,52 @@ def test_a_case_records_what_its_library_does_by_default() -> None:
     jax_applied = apply_framework_settings("jax", NetworkSpec(), 1)
     assert jax_applied["jax_default_matmul_precision"].startswith("default (TF32")
     assert jax_applied["jax_matmul_precision"] == "highest"
+
+
+def _planted_impossible(tmp_path: Path) -> Path:
+    """The committed H100 run with haiku's forward time made 1 µs (below the floor)."""
+    import shutil
+
+    src = ROOT / "results" / "reference" / "gpu-h100-2026-11-26-zero" / "run"
+    dst = tmp_path / "run"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("report", "samples.parquet"))
+    summary = pd.read_parquet(dst / "summary.parquet")
+    hit = ((summary["adapter"] == "haiku") & (summary["variant"] == "fp32")
+           & (summary["metric"] == "time_s") & (summary["phase"] == "forward"))
+    summary.loc[hit, "median"] = 1e-6
+    summary.to_parquet(dst / "summary.parquet", index=False)
+    (dst / "summary.csv").unlink()
+    return dst
+
+
+def test_show_and_report_flag_an_impossible_row_and_never_rank_it(tmp_path: Path) -> None:
+    from snnbench.report import report
+    from snnbench.tables import case_rows
+
+    run = _planted_impossible(tmp_path)
+    rows = {r[0] + (":" + r[1] if r[1] != "default" else ""): r
+            for r in case_rows(load_run(run, samples=False).summary)}
+    assert rows["haiku:fp32"][-1].startswith("impossible (forward)")
+    assert not rows["spyx:fp32"][-1].startswith("impossible")
+    written = report(run, tmp_path / "rep")
+    md = next(p for p in written if p.name == "report.md").read_text()
+    head = md.split("## Environment")[0]
+    assert "Impossible: haiku:fp32" in head and "below the device's floor" in head
+    # the ranking under each plot group leaves the defective case out; the timing table keeps it
+    ranking = md.split("## Timing")[0].split("## cuda")[1]
+    assert "haiku" not in ranking and "spyx" in ranking
+    assert "haiku" in md.split("## Timing")[1]
+
+
+def test_a_noisy_run_says_so_before_any_figure(tmp_path: Path) -> None:
+    import json
+
+    from snnbench.report import report
+
+    run = _planted_impossible(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["noise"] = {"noisy": True, "reasons": ["other processes keep 2.0 cores busy"]}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    md = next(p for p in report(run, tmp_path / "rep") if p.name == "report.md").read_text()
+    assert md.index("Noisy run") < md.index("## Environment")
+    assert "other processes keep 2.0 cores busy" in md.split("## Environment")[0]
