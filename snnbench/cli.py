@@ -202,7 +202,8 @@ def list_adapters(
     from snnbench.planning.tasks import build_requests
 
     _finite(timeout, "--timeout", low=0)
-    entries = discover()
+    # a third-party plugin's module is imported here under the same limit as a library
+    entries = discover(timeout_s=timeout)
     try:
         selections = list(dict.fromkeys(
             (s.adapter, s.environment) for s in select_adapters(tuple(_split(adapters)), entries)))
