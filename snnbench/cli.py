@@ -739,9 +739,20 @@ def verify(
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
         claim_folder(dump, "--dump", written_by_snnbench)
-    rows = run_verification(
-        request, console=err_console,
-        notify=lambda line: err_console.print(escape(line), highlight=False))
+    from snnbench.lifeline import terminate_as_interrupt, termination_signal
+
+    try:
+        # SIGTERM unwinds like Ctrl-C: the running worker is killed, the scratch folder goes
+        with terminate_as_interrupt():
+            rows = run_verification(
+                request, console=err_console,
+                notify=lambda line: err_console.print(escape(line), highlight=False))
+    except KeyboardInterrupt as exc:
+        signum = termination_signal(exc)
+        what = f"stopped by {signal.Signals(signum).name}" if signum else "interrupted"
+        err_console.print(f"verify {what}: no verdict; its scratch folder was removed",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + signum if signum else 130) from None
     from snnbench.render.terminal import Look, print_document
     from snnbench.verify_cmd import exit_code
     from snnbench.views import VERIFY_HEADERS, verify_document, verify_rows
