@@ -185,7 +185,7 @@ def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
 @app.command("list")
 def list_adapters(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per library import.")] = 180.0,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per library import (and per plugin module import).")] = 180.0,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters, or 'all'; name@VERSION probes that library version in "
         "its own environment (built or reused first).")] = "all",
@@ -194,7 +194,9 @@ def list_adapters(
 ) -> None:
     """List adapters: variants, library version, or why each is unavailable.
 
-    Each library is imported in its own short-lived process, never in this one.
+    Each library is imported in its own short-lived process, never in this one; a
+    third-party plugin's own module is imported here under --timeout (one that hangs or fails
+    at import is listed as unavailable, with the reason).
     """
     from snnbench.contract import environment_tag
     from snnbench.libenv import BuildSettings
