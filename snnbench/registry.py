@@ -3,6 +3,9 @@
 Each entry point is loaded on its own and guarded: a plugin that fails to import, or that is not
 an :class:`~snnbench.adapter.Adapter` subclass, is reported with its error and never stops the
 discovery of the others (pluggy's unguarded ``ep.load()`` is the trap avoided here).
+Discovery reads the entry points' metadata only; a module is imported when a command first
+needs its adapter, and a third-party one in a thread under a time limit, its printing sent to
+stderr: a plugin that hangs at import is a broken row, never a hung command.
 """
 
 from __future__ import annotations
