@@ -185,7 +185,8 @@ def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
 @app.command("list")
 def list_adapters(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per library import (and per plugin module import).")] = 180.0,
+    timeout: Annotated[float, typer.Option(
+        help="Seconds allowed per library import (and per plugin module import).")] = 180.0,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters, or 'all'; name@VERSION probes that library version in "
         "its own environment (built or reused first).")] = "all",
