@@ -185,7 +185,8 @@ def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
 @app.command("list")
 def list_adapters(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per library import.")] = 180.0,
+    timeout: Annotated[float, typer.Option(
+        help="Seconds allowed per library import (and per plugin module import).")] = 180.0,
     adapters: Annotated[str, typer.Option(
         help="Comma list of adapters, or 'all'; name@VERSION probes that library version in "
         "its own environment (built or reused first).")] = "all",
@@ -194,7 +195,9 @@ def list_adapters(
 ) -> None:
     """List adapters: variants, library version, or why each is unavailable.
 
-    Each library is imported in its own short-lived process, never in this one.
+    Each library is imported in its own short-lived process, never in this one; a
+    third-party plugin's own module is imported here under --timeout (one that hangs or fails
+    at import is listed as unavailable, with the reason).
     """
     from snnbench.contract import environment_tag
     from snnbench.libenv import BuildSettings
@@ -202,7 +205,8 @@ def list_adapters(
     from snnbench.planning.tasks import build_requests
 
     _finite(timeout, "--timeout", low=0)
-    entries = discover()
+    # a third-party plugin's module is imported here under the same limit as a library
+    entries = discover(timeout_s=timeout)
     try:
         selections = list(dict.fromkeys(
             (s.adapter, s.environment) for s in select_adapters(tuple(_split(adapters)), entries)))
@@ -738,9 +742,20 @@ def verify(
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
         claim_folder(dump, "--dump", written_by_snnbench)
-    rows = run_verification(
-        request, console=err_console,
-        notify=lambda line: err_console.print(escape(line), highlight=False))
+    from snnbench.lifeline import terminate_as_interrupt, termination_signal
+
+    try:
+        # SIGTERM unwinds like Ctrl-C: the running worker is killed, the scratch folder goes
+        with terminate_as_interrupt():
+            rows = run_verification(
+                request, console=err_console,
+                notify=lambda line: err_console.print(escape(line), highlight=False))
+    except KeyboardInterrupt as exc:
+        signum = termination_signal(exc)
+        what = f"stopped by {signal.Signals(signum).name}" if signum else "interrupted"
+        err_console.print(f"verify {what}: no verdict; its scratch folder was removed",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + signum if signum else 130) from None
     from snnbench.render.terminal import Look, print_document
     from snnbench.verify_cmd import exit_code
     from snnbench.views import VERIFY_HEADERS, verify_document, verify_rows

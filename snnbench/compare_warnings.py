@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from snnbench.masking import mask_value
 from snnbench.storage import Run
 
 
@@ -54,8 +55,12 @@ def manifest_warnings(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     if isinstance(b_env, dict) and isinstance(c_env, dict):
         for name in sorted(b_env.keys() | c_env.keys()):
             if b_env.get(name) != c_env.get(name):
+                # a received manifest may hold a credential (an older snnbench's, someone
+                # else's): compared as written, shown masked as a report shows it
+                shown = [mask_value(name, env[name]) if name in env else "unset"
+                         for env in (b_env, c_env)]
                 warnings.append(f"environment variable {name} differs: "
-                                f"{b_env.get(name, 'unset')} → {c_env.get(name, 'unset')}")
+                                f"{shown[0]} → {shown[1]}")
     # a run measured on a busy machine (snnbench.preflight): its times include the waiting
     for label, manifest in (("baseline", base), ("candidate", cand)):
         noise = manifest.get("noise")

@@ -19,6 +19,14 @@ import psutil
 import snnbench
 from snnbench import nvml
 
+# the one masking of credentials, re-exported where it was first defined
+from snnbench.masking import (
+    MASK as MASK,
+    SECRET_MARKERS as SECRET_MARKERS,
+    looks_secret as looks_secret,
+    masked_env_vars,
+)
+
 #: distributions whose versions every manifest records (None when not installed)
 TRACKED_PACKAGES: tuple[str, ...] = (
     "torch",
@@ -169,16 +177,6 @@ ENV_NAMES: frozenset[str] = frozenset({
     "LD_PRELOAD", "NVIDIA_TF32_OVERRIDE", "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
 })
-#: parts of a name that mark a credential: such a variable is recorded as ``***``, whatever
-#: its prefix, so a token never reaches a manifest, a host record or a report
-SECRET_MARKERS: tuple[str, ...] = ("TOKEN", "KEY", "SECRET", "PASS", "AUTH", "CREDENTIAL")
-MASK = "***"
-
-
-def looks_secret(name: str) -> bool:
-    """True for a variable name that looks like a credential (``*_TOKEN``, ``*API_KEY``…)."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def records_variable(name: str) -> bool:
@@ -187,14 +185,9 @@ def records_variable(name: str) -> bool:
     return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
 
 
-def masked_env_vars(env_vars: dict[str, Any]) -> dict[str, Any]:
-    """``env_vars`` with the value of every credential-looking name replaced by ``***`` (for
-    variables read from a run folder written by an older snnbench, or by someone else)."""
-    return {k: MASK if looks_secret(str(k)) else v for k, v in env_vars.items()}
-
-
 def relevant_env_vars(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment variables that can change a measurement, credentials masked."""
+    """The environment variables that can change a measurement, credentials masked (by
+    name, and inside values: URL passwords, ``--password=…``)."""
     env = os.environ if environ is None else environ
     return masked_env_vars({k: env[k] for k in sorted(env) if records_variable(k)})
 

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from snnbench.contract import CaseRecord, ContractError, Job
 from snnbench.lifeline import PARENT_PID_VAR
-from snnbench.processes import kill_group
+from snnbench.masking import scrub, secret_values
+from snnbench.processes import kill_group, kill_leftovers
 
 #: how often the parent looks at the worker and its marker file
 POLL_S = 0.05
@@ -123,6 +124,7 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     job.write(job_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     ooms = kernel_oom_kills()
+    env = worker_environment(job)
     with open(log_path, "wb") as log:
         with pinned_thread(job.placement.cpus):
             proc = subprocess.Popen(
@@ -130,20 +132,30 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=worker_environment(job),
+                env=env,
                 start_new_session=True,  # its own process group: a timeout kills its children
             )
         try:
             exit_ = wait_for_worker(proc, job, stop)
         except BaseException:
             kill_group(proc)
+            kill_leftovers(proc)
+            scrub_log(log_path, secret_values(env))
             raise
+        # a helper the library started (a compile server, daemonized) dies with its case
+        kill_leftovers(proc)
+    secrets = secret_values(env)
+    scrub_log(log_path, secrets)
     record = read_result(Path(job.result_path))
     if record is None:
         after = kernel_oom_kills()
         if ooms is not None and after is not None:
             exit_ = dataclasses.replace(exit_, oom_kills=after - ooms)
         record = record_from_exit(job, exit_, log_path)
+    # a library may print a token or raise with a database URL: no credential of the
+    # worker's environment reaches the log, the case record or the summary
+    record.message = scrub(record.message, secrets)
+    record.traceback = scrub(record.traceback, secrets)
     record.wall_s = exit_.wall_s
     record.order = job.order
     if not record.finished_utc:
@@ -151,6 +163,20 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
 
         record.finished_utc = now_utc()
     return record
+
+
+def scrub_log(path: Path, secrets: list[str]) -> None:
+    """Mask ``secrets`` (and URL passwords) in the worker's log, rewritten only if needed."""
+    try:
+        with open(path, "r+b") as log:
+            text = log.read().decode("utf-8", errors="surrogateescape")
+            clean = scrub(text, secrets)
+            if clean != text:
+                log.seek(0)
+                log.write(clean.encode("utf-8", errors="surrogateescape"))
+                log.truncate()
+    except OSError:
+        pass  # no log (a full disk): nothing written, nothing to mask
 
 
 def wait_for_worker(proc: subprocess.Popen[bytes], job: Job,

@@ -7,6 +7,7 @@ The answer is one JSON line prefixed with :data:`MARKER` on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict
@@ -67,7 +68,11 @@ def _variants_unusable_here(adapter: Adapter) -> dict[str, str]:
 
 def main() -> int:
     """Print the probe result of ``sys.argv[1]``."""
-    print(MARKER + json.dumps(probe(sys.argv[1])), flush=True)
+    # a plugin that prints at import or in version(): its text goes to stderr, the answer
+    # alone to stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        result = probe(sys.argv[1])
+    print(MARKER + json.dumps(result), flush=True)
     return 0
 
 

@@ -28,6 +28,37 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
     proc.wait()
 
 
+def session_members(session: int) -> list[int]:
+    """Pids of the processes in session ``session`` (Linux ``/proc``; elsewhere none)."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                # "pid (comm) state ppid pgrp session ...": comm may hold spaces and ")"
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        if len(fields) > 3 and fields[3] == str(session):
+            members.append(int(entry))
+    return members
+
+
+def kill_leftovers(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL what a child started with ``start_new_session`` left behind once it exited:
+    its process group and its session (a compile server the library daemonized, reparented
+    to init, is still in both)."""
+    signal_group(proc, signal.SIGKILL)
+    for pid in session_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
     """SIGINT the group (a sweep then keeps what it finished), SIGKILL it ``grace_s`` later
     if it is still there; ``proc`` is reaped either way."""

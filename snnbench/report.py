@@ -170,7 +170,8 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
     if isinstance(env_vars, dict):
         # a folder written by an older snnbench may hold variables it no longer records (a
         # Terraform token under TF_): a report shows only what is recorded today, masked
-        from snnbench.environment import masked_env_vars, records_variable
+        from snnbench.environment import records_variable
+        from snnbench.masking import masked_env_vars
 
         env_vars = masked_env_vars({k: v for k, v in env_vars.items()
                                     if records_variable(str(k))})

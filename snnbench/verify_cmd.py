@@ -8,7 +8,6 @@ config the checks are the networks that config runs, each as ``run`` checks it b
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,15 @@ from snnbench.planning.messages import NotifyCallback
 from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.registry import discover
 from snnbench.schema import FAILED_STATUSES
+from snnbench.scratch import scratch_folder
 from snnbench.storage import record_written
 from snnbench.verify import verification_spec
 
 # VerifyRequest re-exported: scripts and tests import the request from the command's module
 from snnbench.verify_request import DETACH_CHOICES, DEVICES, VerifyRequest as VerifyRequest
+
+#: verify's scratch folder in the temporary folder: ``snnbench-verify-<pid>-<random>``
+SCRATCH_PREFIX = "snnbench-verify-"
 
 
 def run_verification(
@@ -70,13 +73,14 @@ def run_verification(
         request.dump_dir.mkdir(parents=True, exist_ok=True)
     largest = max((task.spec.neurons for task in tasks), default=0)
     records: list[CaseRecord] = []
-    with tempfile.TemporaryDirectory(prefix="snnbench-verify-") as tmp:
+    # SIGKILL leaves the folder behind: it names its owner, and the next verify removes it
+    with scratch_folder(SCRATCH_PREFIX) as tmp:
         for index, task in enumerate(tasks, start=1):
             if console is not None:
                 label = adapter_label(task.adapter, task.variant, task.environment.name)
                 console.print(f"  [{index}/{len(tasks)}] {label} "
                               f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
-            record = _check(task, config, entries, request, largest, Path(tmp))
+            record = _check(task, config, entries, request, largest, tmp)
             if record.dump_path and Path(record.dump_path).is_file():
                 # the folder's ledger: a later --dump may replace this file, and only this
                 record_written(Path(record.dump_path).parent, [Path(record.dump_path)])

@@ -377,7 +377,7 @@ def test_list_text_says_torch_cudagraph_needs_cuda(monkeypatch: pytest.MonkeyPat
         pytest.skip("a CUDA device is visible")
     # the real probes (one process each), of these two adapters only
     entries = {n: e for n, e in discover().items() if n in ("torch-cudagraph", "fused")}
-    monkeypatch.setattr(cli, "discover", lambda: entries)
+    monkeypatch.setattr(cli, "discover", lambda **_: entries)
     monkeypatch.setenv("COLUMNS", "400")
     result = invoke("list")
     assert result.exit_code == 0, result.stderr
