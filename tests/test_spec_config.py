@@ -57,6 +57,8 @@ def test_shipped_configs_load() -> None:
     opennm = load_config(REPO / "configs" / "opennm-2024.toml")
     assert sorted({s.neurons for s in opennm.cases()}) == [512, 4096, 8192, 16384]
     assert {s.reset for s in opennm.cases()} == {"subtract", "zero"}
+    # precision is an axis of the headline config (issue 31 A2)
+    assert {s.matmul_precision for s in opennm.cases()} == {"strict", "tf32", "amp-bf16"}
     assert {(s.batch_size, s.time_steps, s.dtype) for s in opennm.cases()} == {(16, 500, "float32")}
     fused = load_config(REPO / "configs" / "fused-gpu.toml")
     assert {(s.neurons, s.dtype) for s in fused.cases()} == {
