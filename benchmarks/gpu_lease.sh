@@ -7,6 +7,7 @@
 #   CONFIG: the sweep (default benchmarks/gpu-lease.toml)
 #   LEASE_STEPS: which optional steps run, a comma list of verify, timers, sj-kernels
 #     (default: all three)
+#   RUN_S: seconds for the sweep (default 400)
 #   SJ_NATIVE=1: build SpikingJelly's native CUDA operators beside the set-up (longer than a
 #     15-minute lease allows on 16 cores); else SpikingJelly is installed pure (Triton and torch
 #     backends) after the set-up.
@@ -50,7 +51,10 @@ wants timers && box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cud
 wants timers && box 50 timers-bf16 python3 benchmarks/gpu_timers.py --device cuda --samples 11 --dtype bfloat16 \
   --cases fused:512,fused::cudagraph:512,floor:512,fused:2048,fused::cudagraph:2048,floor:2048,fused:4096,floor:4096
 wants sj-kernels && box 35 sj-kernels python3 benchmarks/sj_kernels.py --device cuda --neurons 512
-box 400 run python3 -m snnbench run --config "$config" --out "$work/run"
+# RUN_S: the sweep's time box (a headline lease: LEASE_STEPS= RUN_S=640 with
+# benchmarks/headline-strict.toml, then headline-amp.toml in a second lease); the run folder
+# keeps every case that finished, and `run --resume` on the next lease does the rest
+box "${RUN_S:-400}" run python3 -m snnbench run --config "$config" --out "$work/run"
 python3 -m snnbench report "$work/run" >"$work/report.log" 2>&1
 echo "== total $SECONDS s" | tee -a "$work/steps.txt"
 tar czf "$out/lease.tar.gz" "$work" build/gpu-setup 2>/dev/null
