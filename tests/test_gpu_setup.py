@@ -593,3 +593,80 @@ def test_each_library_step_installs_what_its_adapter_imports() -> None:
     """brainstate's adapter imports braintools, which brainstate itself does not require."""
     assert "braintools" in gs.ROOTS["brainstate"]
     assert "brainstate" in gs.PLANNERS
+
+
+# ------------------------------------------ issue 33 item 24: misuse is one line and exit 2
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = gs.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_usage_error_is_one_line_not_the_usage() -> None:
+    for args in (("--frobnicate",), ("frobnicate",), ("install", "--max-jobs", "x")):
+        result = _cli(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith("gpu-setup: ") and result.stderr.count("\n") == 1, (
+            args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("jobs", ["-3", "-1"])
+def test_a_negative_max_jobs_is_refused(capsys: pytest.CaptureFixture[str], jobs: str) -> None:
+    code, out, err = _main(capsys, "install", "--dry-run", "--max-jobs", jobs)
+    assert code == 2 and out == ""
+    assert err == (f"gpu-setup: argument --max-jobs: {jobs} is negative: give a number of jobs, "
+                   "or 0 for MAX_JOBS or the CPU count (see --help)\n")
+    assert gs._arguments(["--max-jobs", "0"]).max_jobs == 0
+    assert gs._arguments(["--max-jobs", "16"]).max_jobs == 16
+
+
+@pytest.mark.parametrize("mode", ["check", "install", "probe"])
+def test_a_python_that_does_not_exist_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path, mode: str) -> None:
+    code, out, err = _main(capsys, mode, "--python", str(tmp_path / "nonexistent"),
+                           "--log-dir", str(tmp_path / "logs"))
+    assert code == 2 and out == ""
+    assert err == (f"gpu-setup: cannot run --python {tmp_path / 'nonexistent'}: "
+                   "No such file or directory\n")
+
+
+@pytest.mark.parametrize(("facts", "says"), [
+    ("[1, 2]", "expected a JSON object (the output of `probe`), not list"),
+    ('{"python": 3}', "'python' must be the interpreter's path, not 3"),
+    ('{"installed": {}}', "'python' must be the interpreter's path, not None"),
+    ('{"python": "/p", "python_version": 3.12}', "'python_version' must be a string, not 3.12"),
+    ('{"python": "/p", "torch_cuda": 13}', "'torch_cuda' must be a string or null, not 13"),
+    ('{"python": "/p", "nvcc": "thirteen"}', "'nvcc' must be a version, not 'thirteen'"),
+    ('{"python": "/p", "installed": ["torch"]}', "'installed' must map names to version"),
+    ('{"python": "/p", "installed": {"torch": null}}', "'installed' must map names to version"),
+    ('{"python": "/p", "gpus": {"name": "x"}}', "'gpus' must be a list of objects"),
+    ('{"python": "/p", "gpus": [{"name": "H100"}]}', "'gpus' must be a list of objects"),
+    ('{"python": "/p", "gpus": [{"name": "H100", "capability": "nine"}]}',
+     "a GPU's capability must be a version, not 'nine'"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"python": "/p", "installed": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "nested too deeply"),
+    ("{not json", "Expecting property name"),
+])
+@pytest.mark.parametrize("mode", ["install", "download"])
+def test_machine_facts_that_are_not_probes_output_are_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, facts: str, says: str,
+        mode: str) -> None:
+    path = tmp_path / "box.json"
+    path.write_text(facts)
+    code, out, err = _main(capsys, mode, "--dry-run", "--machine", str(path),
+                           "--dest", str(tmp_path / "house"))
+    assert code == 2 and out == ""
+    assert err.startswith(f"gpu-setup: cannot read machine facts from {path}: ")
+    assert says in err and err.count("\n") == 1 and len(err) < 400
+    assert not (tmp_path / "house").exists()
+
+
+def test_the_h100s_facts_still_read() -> None:
+    assert gs.Machine.from_dict(H100).gpus == ({"name": "NVIDIA H100 80GB HBM3",
+                                               "capability": "9.0"},)
+    assert gs.Machine.from_dict({"python": "/p"}) == gs.Machine(python="/p")
+
