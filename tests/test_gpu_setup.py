@@ -241,8 +241,11 @@ def test_download_plans_only_what_the_target_lacks(tmp_path: Path) -> None:
     assert wheel[wheel.index("--python-version") + 1] == "3.12"
     sdist = next(c for c in commands if c.argv[-1] == "spikingjelly==2.0.0").argv
     assert "--no-binary=:all:" in sdist and "--only-binary=:all:" not in sdist
-    assert "git clone --depth 1 --branch v2.0.0 https://github.com/synsense/sinabs-exodus" in (
-        notes[0])
+    # sinabs-exodus: its sdist from the package index, unbuilt; nothing from a Git repository
+    exodus = next(c for c in commands if c.argv[-1] == "sinabs-exodus==2.0.0")
+    assert exodus.argv[1:5] == ("-m", "snnbench.gpu_setup.sdist", "--dest", str(tmp_path))
+    assert not [c for c in commands if "git" in c.shell()]
+    assert not [n for n in notes if "git" in n] and "sinabs-exodus==2.0.0" in notes[0]
 
 
 # ---------------------------------------------------------------------------- execution
@@ -670,3 +673,154 @@ def test_the_h100s_facts_still_read() -> None:
                                                "capability": "9.0"},)
     assert gs.Machine.from_dict({"python": "/p"}) == gs.Machine(python="/p")
 
+
+# ----------------------------------------- issue 33 item 24: download --only fetches only that
+
+
+class FakeDownloads:
+    """Records each download command instead of running it; all succeed."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Any, env: Mapping[str, str]) -> tuple[int, str]:
+        self.ran.append(tuple(argv))
+        return 0, ""
+
+
+def test_download_only_fetches_the_chosen_libraries(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    bare = gs.bare_machine(LOCK, "3.12")
+    fake = FakeDownloads()
+    ctx = gs.Context(bare, LOCK, gs.Options(only=("snntorch",)), environ={})
+    assert gs.fill_wheelhouse(ctx, tmp_path, "3.12", ["manylinux_2_28_x86_64"],
+                              runner=fake) == 0
+    fetched = sorted(argv[-1] for argv in fake.ran)
+    assert fetched == sorted(LOCK.pin(n) for n in LOCK.closure(["snntorch"]))
+    assert "snntorch==1.0.0" in fetched
+    # everything, for comparison: the sources, lava-dl, the JAX plugin and CuPy too
+    every = FakeDownloads()
+    gs.fill_wheelhouse(gs.Context(bare, LOCK, gs.Options(), environ={}), tmp_path, "3.12",
+                       ["manylinux_2_28_x86_64"], runner=every)
+    wanted = {argv[-1].split("==")[0] for argv in every.ran}
+    assert {"spikingjelly", "sinabs-exodus", "lava-dl", "jax-cuda13-plugin", "cupy-cuda13x",
+            "snntorch"} <= wanted
+    skipped = FakeDownloads()
+    gs.fill_wheelhouse(gs.Context(bare, LOCK, gs.Options(skip=("sinabs-exodus", "lava-dl")),
+                                  environ={}), tmp_path, "3.12", ["x"], runner=skipped)
+    left = {argv[-1].split("==")[0] for argv in skipped.ran}
+    assert not left & {"sinabs-exodus", "lava-dl", "opencv-python-headless"}
+    assert {"spikingjelly", "snntorch", "cupy-cuda13x", "jax-cuda13-plugin"} <= left
+    capsys.readouterr()
+    # the command line, for real: --only reaches the download plan
+    code, out, err = _main(capsys, "download", "--dry-run", "--only", "sinabs-exodus",
+                           "--dest", str(tmp_path / "house"))
+    assert code == 0, err
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("$ ")]
+    assert line.endswith(f"-m snnbench.gpu_setup.sdist --dest {tmp_path / 'house'} "
+                         "sinabs-exodus==2.0.0")
+
+
+# ------------------------------- issue 31 A3: sinabs-exodus from the package index, as an sdist
+
+
+def _index(files: dict[str, bytes], page: str = "json",
+           listed_sha: dict[str, str] | None = None) -> tuple[Any, list[str]]:
+    """A fake ``urlopen`` serving one project page of a simple index and its files."""
+    import email.message
+    import hashlib
+    import io
+    import urllib.response
+
+    asked: list[str] = []
+    shas = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    shas.update(listed_sha or {})
+
+    def opener(request: Any, timeout: float) -> Any:
+        url = request.full_url
+        asked.append(url)
+        headers = email.message.Message()
+        if url.endswith("/"):
+            if page == "json":
+                body = json.dumps({"meta": {"api-version": "1.1"}, "files": [
+                    {"filename": n, "url": f"../../files/{n}", "hashes": {"sha256": shas[n]}}
+                    for n in files]}).encode()
+                headers["Content-Type"] = "application/vnd.pypi.simple.v1+json"
+            else:
+                body = "".join(f'<a href="../../files/{n}#sha256={shas[n]}">{n}</a><br/>'
+                               for n in files).encode()
+                headers["Content-Type"] = "text/html"
+        else:
+            body = files[url.rsplit("/", 1)[1]]
+        return urllib.response.addinfourl(io.BytesIO(body), headers, url)
+
+    return opener, asked
+
+
+@pytest.mark.parametrize("page", ["json", "html"])
+def test_an_sdist_is_fetched_unbuilt_and_its_hash_checked(tmp_path: Path, page: str) -> None:
+    from snnbench.gpu_setup import sdist
+
+    files = {"sinabs_exodus-9.9.9.tar.gz": b"the source", "sinabs_exodus-9.9.9-py3-none-any.whl":
+             b"a wheel", "sinabs-exodus-1.0.0.tar.gz": b"old"}
+    opener, asked = _index(files, page)
+    got = sdist.fetch_sdist("sinabs-exodus==9.9.9", tmp_path / "house", "https://idx/simple",
+                            opener=opener)
+    assert got == tmp_path / "house" / "sinabs_exodus-9.9.9.tar.gz"
+    assert got.read_bytes() == b"the source"
+    assert asked == ["https://idx/simple/sinabs-exodus/",
+                     "https://idx/files/sinabs_exodus-9.9.9.tar.gz"]
+    assert [p.name for p in (tmp_path / "house").iterdir()] == [got.name]  # no partial file
+    # already there with the right hash: not fetched again
+    asked.clear()
+    sdist.fetch_sdist("sinabs-exodus==9.9.9", tmp_path / "house", "https://idx/simple",
+                      opener=opener)
+    assert asked == ["https://idx/simple/sinabs-exodus/"]
+
+
+def test_an_sdist_with_other_bytes_than_published_is_refused(tmp_path: Path) -> None:
+    from snnbench.gpu_setup import sdist
+
+    # 2.0.0's sha256 is pinned (PyPI's): an index serving other bytes under its name is refused
+    opener, _ = _index({"sinabs-exodus-2.0.0.tar.gz": b"tampered"})
+    with pytest.raises(sdist.FetchError, match=r"lists sinabs-exodus-2\.0\.0\.tar\.gz with sha256"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+    # the index's hash agrees with the pin, the bytes do not: nothing is left in the folder
+    opener, _ = _index({"sinabs-exodus-2.0.0.tar.gz": b"tampered"}, listed_sha={
+        "sinabs-exodus-2.0.0.tar.gz": sdist.KNOWN_SHA256["sinabs-exodus==2.0.0"]})
+    with pytest.raises(sdist.FetchError, match="expected 4d4e61da"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+    assert list(tmp_path.iterdir()) == []
+    opener, _ = _index({"sinabs-exodus-1.0.0.tar.gz": b"old"})
+    with pytest.raises(sdist.FetchError, match=r"no sdist of sinabs-exodus 2\.0\.0"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+
+
+def test_the_sdist_command_reports_one_error_line(tmp_path: Path) -> None:
+    index = tmp_path / "simple"
+    (index / "sinabs-exodus").mkdir(parents=True)
+    (index / "sinabs-exodus" / "index.html").write_text("<html></html>")
+    result = subprocess.run([sys.executable, "-m", "snnbench.gpu_setup.sdist", "--dest",
+                             str(tmp_path / "house"), "--index-url", index.as_uri(),
+                             "sinabs-exodus==2.0.0"], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr == (f"ERROR: no sdist of sinabs-exodus 2.0.0 on {index.as_uri()}"
+                             "/sinabs-exodus/\n")
+
+
+def test_install_builds_exodus_from_the_sdist_in_the_wheelhouse(tmp_path: Path) -> None:
+    (tmp_path / "sinabs-exodus-2.0.0.tar.gz").write_bytes(b"")
+    (ex,) = step(context(wheelhouse=tmp_path), "sinabs-exodus").commands
+    assert requirements(ex) == ["sinabs-exodus==2.0.0"]
+    assert ex.argv[ex.argv.index("--no-binary") + 1] == "sinabs-exodus"
+    assert {"--no-index", "--no-build-isolation"} <= set(ex.argv)
+    assert ex.argv[ex.argv.index("--find-links") + 1] == str(tmp_path)
+
+
+def test_nothing_in_the_gpu_set_up_comes_from_git() -> None:
+    texts = [p.read_text() for p in (REPO / "snnbench" / "gpu_setup").glob("*.py")]
+    texts += [(REPO / "docs" / "gpu-check.md").read_text(), (REPO / "Makefile").read_text()]
+    texts += [p.read_text() for p in (REPO / "snnbench" / "locks").glob("requirements-*.txt")]
+    for text in texts:
+        assert "git+" not in text and "git clone" not in text
