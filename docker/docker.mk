@@ -67,7 +67,8 @@ docker-build-gpu docker-build-cpu: docker-build-%:
 		$(if $(DOCKER_CUDA_ARCHS),--build-arg TORCH_CUDA_ARCH_LIST="$(DOCKER_CUDA_ARCHS)") \
 		$(DOCKER_BUILD_ARGS) .
 
-# Runs as the calling user so that ./results stays yours; --init reaps the worker processes.
+# Runs as the calling user so that ./results stays yours. The image's own init (tini) reaps
+# the worker processes; --init is kept for `docker-shell`, whose --entrypoint bypasses it.
 # The host's configs/ is mounted read-only at configs/ in the image's work folder, so a
 # --config configs/NAME.toml path reads the host's file and edited configs need no rebuild.
 docker-bench:

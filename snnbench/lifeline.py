@@ -139,8 +139,10 @@ def arm(job_dir: Path | None) -> bool:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     set_parent_death_signal(signal.SIGTERM)
     parent = os.getppid()
-    # started directly by the launcher, which is gone already: the kernel signal came too late
-    if parent == 1 or (parent != launcher and not _alive(launcher)):
+    # started directly by the launcher, which is gone already: the kernel signal came too late.
+    # A parent of 1 means re-parented to init, unless the launcher is PID 1 itself (a container
+    # run without an init, ``podman run`` without ``--init``): then 1 is the launcher, alive
+    if (parent == 1 and launcher != 1) or (parent != launcher and not _alive(launcher)):
         _die(job_dir)
 
     def watch() -> None:

@@ -272,7 +272,9 @@ def test_image_runtime_contract(target: str) -> None:
     by_word: dict[str, list[str]] = {}
     for word, rest in stage["instructions"]:
         by_word.setdefault(word, []).append(rest)
-    assert json.loads(by_word["ENTRYPOINT"][-1]) == ["snnbench"]
+    # an init in the image: `run` without --init must not leave snnbench as PID 1 (issue 33)
+    assert json.loads(by_word["ENTRYPOINT"][-1]) == ["/usr/bin/tini", "-s", "--", "snnbench"]
+    assert re.search(r"apt-get install -y --no-install-recommends [^\n]*\btini\b", runs(stage))
     assert json.loads(by_word["VOLUME"][-1]) == ["/results"]
     assert json.loads(by_word["CMD"][-1])[0] == "run"
     user = substitute(by_word["USER"][-1], stage["args"])

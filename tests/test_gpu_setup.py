@@ -241,8 +241,11 @@ def test_download_plans_only_what_the_target_lacks(tmp_path: Path) -> None:
     assert wheel[wheel.index("--python-version") + 1] == "3.12"
     sdist = next(c for c in commands if c.argv[-1] == "spikingjelly==2.0.0").argv
     assert "--no-binary=:all:" in sdist and "--only-binary=:all:" not in sdist
-    assert "git clone --depth 1 --branch v2.0.0 https://github.com/synsense/sinabs-exodus" in (
-        notes[0])
+    # sinabs-exodus: its sdist from the package index, unbuilt; nothing from a Git repository
+    exodus = next(c for c in commands if c.argv[-1] == "sinabs-exodus==2.0.0")
+    assert exodus.argv[1:5] == ("-m", "snnbench.gpu_setup.sdist", "--dest", str(tmp_path))
+    assert not [c for c in commands if "git" in c.shell()]
+    assert not [n for n in notes if "git" in n] and "sinabs-exodus==2.0.0" in notes[0]
 
 
 # ---------------------------------------------------------------------------- execution
@@ -593,3 +596,231 @@ def test_each_library_step_installs_what_its_adapter_imports() -> None:
     """brainstate's adapter imports braintools, which brainstate itself does not require."""
     assert "braintools" in gs.ROOTS["brainstate"]
     assert "brainstate" in gs.PLANNERS
+
+
+# ------------------------------------------ issue 33 item 24: misuse is one line and exit 2
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = gs.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_usage_error_is_one_line_not_the_usage() -> None:
+    for args in (("--frobnicate",), ("frobnicate",), ("install", "--max-jobs", "x")):
+        result = _cli(*args)
+        assert result.returncode == 2, args
+        assert result.stderr.startswith("gpu-setup: ") and result.stderr.count("\n") == 1, (
+            args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("jobs", ["-3", "-1"])
+def test_a_negative_max_jobs_is_refused(capsys: pytest.CaptureFixture[str], jobs: str) -> None:
+    code, out, err = _main(capsys, "install", "--dry-run", "--max-jobs", jobs)
+    assert code == 2 and out == ""
+    assert err == (f"gpu-setup: argument --max-jobs: {jobs} is negative: give a number of jobs, "
+                   "or 0 for MAX_JOBS or the CPU count (see --help)\n")
+    assert gs._arguments(["--max-jobs", "0"]).max_jobs == 0
+    assert gs._arguments(["--max-jobs", "16"]).max_jobs == 16
+
+
+@pytest.mark.parametrize("mode", ["check", "install", "probe"])
+def test_a_python_that_does_not_exist_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path, mode: str) -> None:
+    code, out, err = _main(capsys, mode, "--python", str(tmp_path / "nonexistent"),
+                           "--log-dir", str(tmp_path / "logs"))
+    assert code == 2 and out == ""
+    assert err == (f"gpu-setup: cannot run --python {tmp_path / 'nonexistent'}: "
+                   "No such file or directory\n")
+
+
+@pytest.mark.parametrize(("facts", "says"), [
+    ("[1, 2]", "expected a JSON object (the output of `probe`), not list"),
+    ('{"python": 3}', "'python' must be the interpreter's path, not 3"),
+    ('{"installed": {}}', "'python' must be the interpreter's path, not None"),
+    ('{"python": "/p", "python_version": 3.12}', "'python_version' must be a string, not 3.12"),
+    ('{"python": "/p", "torch_cuda": 13}', "'torch_cuda' must be a string or null, not 13"),
+    ('{"python": "/p", "nvcc": "thirteen"}', "'nvcc' must be a version, not 'thirteen'"),
+    ('{"python": "/p", "installed": ["torch"]}', "'installed' must map names to version"),
+    ('{"python": "/p", "installed": {"torch": null}}', "'installed' must map names to version"),
+    ('{"python": "/p", "gpus": {"name": "x"}}', "'gpus' must be a list of objects"),
+    ('{"python": "/p", "gpus": [{"name": "H100"}]}', "'gpus' must be a list of objects"),
+    ('{"python": "/p", "gpus": [{"name": "H100", "capability": "nine"}]}',
+     "a GPU's capability must be a version, not 'nine'"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"python": "/p", "installed": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     "nested too deeply"),
+    ("{not json", "Expecting property name"),
+])
+@pytest.mark.parametrize("mode", ["install", "download"])
+def test_machine_facts_that_are_not_probes_output_are_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, facts: str, says: str,
+        mode: str) -> None:
+    path = tmp_path / "box.json"
+    path.write_text(facts)
+    code, out, err = _main(capsys, mode, "--dry-run", "--machine", str(path),
+                           "--dest", str(tmp_path / "house"))
+    assert code == 2 and out == ""
+    assert err.startswith(f"gpu-setup: cannot read machine facts from {path}: ")
+    assert says in err and err.count("\n") == 1 and len(err) < 400
+    assert not (tmp_path / "house").exists()
+
+
+def test_the_h100s_facts_still_read() -> None:
+    assert gs.Machine.from_dict(H100).gpus == ({"name": "NVIDIA H100 80GB HBM3",
+                                               "capability": "9.0"},)
+    assert gs.Machine.from_dict({"python": "/p"}) == gs.Machine(python="/p")
+
+
+# ----------------------------------------- issue 33 item 24: download --only fetches only that
+
+
+class FakeDownloads:
+    """Records each download command instead of running it; all succeed."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Any, env: Mapping[str, str]) -> tuple[int, str]:
+        self.ran.append(tuple(argv))
+        return 0, ""
+
+
+def test_download_only_fetches_the_chosen_libraries(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    bare = gs.bare_machine(LOCK, "3.12")
+    fake = FakeDownloads()
+    ctx = gs.Context(bare, LOCK, gs.Options(only=("snntorch",)), environ={})
+    assert gs.fill_wheelhouse(ctx, tmp_path, "3.12", ["manylinux_2_28_x86_64"],
+                              runner=fake) == 0
+    fetched = sorted(argv[-1] for argv in fake.ran)
+    assert fetched == sorted(LOCK.pin(n) for n in LOCK.closure(["snntorch"]))
+    assert "snntorch==1.0.0" in fetched
+    # everything, for comparison: the sources, lava-dl, the JAX plugin and CuPy too
+    every = FakeDownloads()
+    gs.fill_wheelhouse(gs.Context(bare, LOCK, gs.Options(), environ={}), tmp_path, "3.12",
+                       ["manylinux_2_28_x86_64"], runner=every)
+    wanted = {argv[-1].split("==")[0] for argv in every.ran}
+    assert {"spikingjelly", "sinabs-exodus", "lava-dl", "jax-cuda13-plugin", "cupy-cuda13x",
+            "snntorch"} <= wanted
+    skipped = FakeDownloads()
+    gs.fill_wheelhouse(gs.Context(bare, LOCK, gs.Options(skip=("sinabs-exodus", "lava-dl")),
+                                  environ={}), tmp_path, "3.12", ["x"], runner=skipped)
+    left = {argv[-1].split("==")[0] for argv in skipped.ran}
+    assert not left & {"sinabs-exodus", "lava-dl", "opencv-python-headless"}
+    assert {"spikingjelly", "snntorch", "cupy-cuda13x", "jax-cuda13-plugin"} <= left
+    capsys.readouterr()
+    # the command line, for real: --only reaches the download plan
+    code, out, err = _main(capsys, "download", "--dry-run", "--only", "sinabs-exodus",
+                           "--dest", str(tmp_path / "house"))
+    assert code == 0, err
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("$ ")]
+    assert line.endswith(f"-m snnbench.gpu_setup.sdist --dest {tmp_path / 'house'} "
+                         "sinabs-exodus==2.0.0")
+
+
+# ------------------------------- issue 31 A3: sinabs-exodus from the package index, as an sdist
+
+
+def _index(files: dict[str, bytes], page: str = "json",
+           listed_sha: dict[str, str] | None = None) -> tuple[Any, list[str]]:
+    """A fake ``urlopen`` serving one project page of a simple index and its files."""
+    import email.message
+    import hashlib
+    import io
+    import urllib.response
+
+    asked: list[str] = []
+    shas = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    shas.update(listed_sha or {})
+
+    def opener(request: Any, timeout: float) -> Any:
+        url = request.full_url
+        asked.append(url)
+        headers = email.message.Message()
+        if url.endswith("/"):
+            if page == "json":
+                body = json.dumps({"meta": {"api-version": "1.1"}, "files": [
+                    {"filename": n, "url": f"../../files/{n}", "hashes": {"sha256": shas[n]}}
+                    for n in files]}).encode()
+                headers["Content-Type"] = "application/vnd.pypi.simple.v1+json"
+            else:
+                body = "".join(f'<a href="../../files/{n}#sha256={shas[n]}">{n}</a><br/>'
+                               for n in files).encode()
+                headers["Content-Type"] = "text/html"
+        else:
+            body = files[url.rsplit("/", 1)[1]]
+        return urllib.response.addinfourl(io.BytesIO(body), headers, url)
+
+    return opener, asked
+
+
+@pytest.mark.parametrize("page", ["json", "html"])
+def test_an_sdist_is_fetched_unbuilt_and_its_hash_checked(tmp_path: Path, page: str) -> None:
+    from snnbench.gpu_setup import sdist
+
+    files = {"sinabs_exodus-9.9.9.tar.gz": b"the source", "sinabs_exodus-9.9.9-py3-none-any.whl":
+             b"a wheel", "sinabs-exodus-1.0.0.tar.gz": b"old"}
+    opener, asked = _index(files, page)
+    got = sdist.fetch_sdist("sinabs-exodus==9.9.9", tmp_path / "house", "https://idx/simple",
+                            opener=opener)
+    assert got == tmp_path / "house" / "sinabs_exodus-9.9.9.tar.gz"
+    assert got.read_bytes() == b"the source"
+    assert asked == ["https://idx/simple/sinabs-exodus/",
+                     "https://idx/files/sinabs_exodus-9.9.9.tar.gz"]
+    assert [p.name for p in (tmp_path / "house").iterdir()] == [got.name]  # no partial file
+    # already there with the right hash: not fetched again
+    asked.clear()
+    sdist.fetch_sdist("sinabs-exodus==9.9.9", tmp_path / "house", "https://idx/simple",
+                      opener=opener)
+    assert asked == ["https://idx/simple/sinabs-exodus/"]
+
+
+def test_an_sdist_with_other_bytes_than_published_is_refused(tmp_path: Path) -> None:
+    from snnbench.gpu_setup import sdist
+
+    # 2.0.0's sha256 is pinned (PyPI's): an index serving other bytes under its name is refused
+    opener, _ = _index({"sinabs-exodus-2.0.0.tar.gz": b"tampered"})
+    with pytest.raises(sdist.FetchError, match=r"lists sinabs-exodus-2\.0\.0\.tar\.gz with sha256"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+    # the index's hash agrees with the pin, the bytes do not: nothing is left in the folder
+    opener, _ = _index({"sinabs-exodus-2.0.0.tar.gz": b"tampered"}, listed_sha={
+        "sinabs-exodus-2.0.0.tar.gz": sdist.KNOWN_SHA256["sinabs-exodus==2.0.0"]})
+    with pytest.raises(sdist.FetchError, match="expected 4d4e61da"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+    assert list(tmp_path.iterdir()) == []
+    opener, _ = _index({"sinabs-exodus-1.0.0.tar.gz": b"old"})
+    with pytest.raises(sdist.FetchError, match=r"no sdist of sinabs-exodus 2\.0\.0"):
+        sdist.fetch_sdist("sinabs-exodus==2.0.0", tmp_path, "https://idx/simple", opener=opener)
+
+
+def test_the_sdist_command_reports_one_error_line(tmp_path: Path) -> None:
+    index = tmp_path / "simple"
+    (index / "sinabs-exodus").mkdir(parents=True)
+    (index / "sinabs-exodus" / "index.html").write_text("<html></html>")
+    result = subprocess.run([sys.executable, "-m", "snnbench.gpu_setup.sdist", "--dest",
+                             str(tmp_path / "house"), "--index-url", index.as_uri(),
+                             "sinabs-exodus==2.0.0"], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr == (f"ERROR: no sdist of sinabs-exodus 2.0.0 on {index.as_uri()}"
+                             "/sinabs-exodus/\n")
+
+
+def test_install_builds_exodus_from_the_sdist_in_the_wheelhouse(tmp_path: Path) -> None:
+    (tmp_path / "sinabs-exodus-2.0.0.tar.gz").write_bytes(b"")
+    (ex,) = step(context(wheelhouse=tmp_path), "sinabs-exodus").commands
+    assert requirements(ex) == ["sinabs-exodus==2.0.0"]
+    assert ex.argv[ex.argv.index("--no-binary") + 1] == "sinabs-exodus"
+    assert {"--no-index", "--no-build-isolation"} <= set(ex.argv)
+    assert ex.argv[ex.argv.index("--find-links") + 1] == str(tmp_path)
+
+
+def test_nothing_in_the_gpu_set_up_comes_from_git() -> None:
+    texts = [p.read_text() for p in (REPO / "snnbench" / "gpu_setup").glob("*.py")]
+    texts += [(REPO / "docs" / "gpu-check.md").read_text(), (REPO / "Makefile").read_text()]
+    texts += [p.read_text() for p in (REPO / "snnbench" / "locks").glob("requirements-*.txt")]
+    for text in texts:
+        assert "git+" not in text and "git clone" not in text

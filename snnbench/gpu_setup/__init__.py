@@ -27,16 +27,19 @@ Per library (one line each on stdout, ``ok: ...`` or ``FAILED: <reason>``; progr
   the library does not import already.
 
 A machine without network installs from a folder (``--wheelhouse DIR``: ``pip --no-index
---find-links DIR``) holding the wheels, the SpikingJelly sdist and the sinabs-exodus source
-(an sdist, or a checkout folder named ``sinabs-exodus*``); ``download`` fills such a folder on a
-machine with network. Exit status: 0 (failures are lines of the report), 2 for a misuse,
-1 with ``--strict`` when a library is not ok (the Docker build uses that).
+--find-links DIR``) holding the wheels and the SpikingJelly and sinabs-exodus sdists (a source
+folder named ``sinabs-exodus*`` is used instead where there is one); ``download`` fills such a
+folder on a machine with network, for the libraries ``--only``/``--skip`` leave. Nothing comes
+from a Git repository. Exit status: 0 (failures are lines of the report), 2 for a misuse (one
+line on stderr), 1 with ``--strict`` when a library is not ok (the Docker build uses that).
 
 The modules, one job each: :mod:`.lock` (the image locks and their one parser, shared with
 docker/verify_stack.py), :mod:`.machine` (the facts and what follows from them alone),
 :mod:`.context` (options, commands, steps and their checks), :mod:`.steps` (one planner per
-library), :mod:`.execution` (running a plan), :mod:`.download` (the wheelhouse), :mod:`.cli`
-(the command line), :mod:`._packaging` (``packaging``, or pip's copy of it on a bare box).
+library), :mod:`.execution` (running a plan), :mod:`.download` (the wheelhouse), :mod:`.sdist`
+(an sdist from the index, unbuilt: ``download`` runs it as ``python -m``, so it is not imported
+here), :mod:`.cli` (the command line), :mod:`._packaging` (``packaging``, or pip's copy of it on
+a bare box).
 """
 
 from __future__ import annotations
@@ -54,7 +57,12 @@ from snnbench.gpu_setup.context import (
     Step,
     check_code,
 )
-from snnbench.gpu_setup.download import download_commands, fill_wheelhouse, pure_wheel_command
+from snnbench.gpu_setup.download import (
+    download_commands,
+    fill_wheelhouse,
+    pure_wheel_command,
+    sdist_command,
+)
 from snnbench.gpu_setup.execution import Outcome, Runner, execute, run_check, run_command
 from snnbench.gpu_setup.lock import (
     DEFAULT_LOCK,
@@ -79,7 +87,7 @@ from snnbench.gpu_setup.machine import (
     path_env,
     probe,
 )
-from snnbench.gpu_setup.steps import PLANNERS, plan
+from snnbench.gpu_setup.steps import PLANNERS, plan, selected
 
 __all__ = [
     "DEFAULT_LOCK", "HARNESS_ROOTS", "MARKER", "MIN_SETUPTOOLS", "NOT_NEEDED", "OUTSIDE_MARKER",
@@ -88,5 +96,6 @@ __all__ = [
     "arch_list", "bare_machine", "build_blocker", "canonical", "check_code", "cuda_major",
     "cupy_distribution", "download_commands", "execute", "fill_wheelhouse", "main",
     "older_than", "parse_lock", "path_env", "plan", "probe", "provided_by_machine",
-    "pure_wheel_command", "read_lock", "run_check", "run_command", "tail",
+    "pure_wheel_command", "read_lock", "run_check", "run_command", "sdist_command", "selected",
+    "tail",
 ]

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from snnbench.errors import exit_status
 from snnbench.gpu_setup.common import SetupError
@@ -25,9 +25,27 @@ DESCRIPTION = ("Set up the GPU-only parts of snnbench's stack on a machine that 
                "CUDA torch.")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a misuse is one line (a :class:`SetupError`, exit 2), not the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SetupError(f"{message} (see --help)")
+
+
+def _jobs(text: str) -> int:
+    """``--max-jobs``: a whole number of parallel compile jobs, 0 meaning automatic."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if jobs < 0:
+        raise argparse.ArgumentTypeError(f"{jobs} is negative: give a number of jobs, "
+                                         "or 0 for MAX_JOBS or the CPU count")
+    return jobs
+
+
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m snnbench.gpu_setup", description=DESCRIPTION)
+    parser = _Parser(prog="python -m snnbench.gpu_setup", description=DESCRIPTION)
     parser.add_argument("mode", nargs="?", default="install",
                         choices=("install", "check", "probe", "download"),
                         help="install (default): set up what is missing, then check; check: "
@@ -43,7 +61,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="with --wheelhouse: also use the package index")
     parser.add_argument("--arch-list", help="TORCH_CUDA_ARCH_LIST for the CUDA builds, e.g. 9.0 "
                         "(default: $TORCH_CUDA_ARCH_LIST, else the visible GPUs)")
-    parser.add_argument("--max-jobs", type=int, default=0, help="parallel compile jobs")
+    parser.add_argument("--max-jobs", type=_jobs, default=0,
+                        help="parallel compile jobs (default 0: MAX_JOBS, else the CPU count)")
     parser.add_argument("--only", default="", help=f"comma list of: {', '.join(PLANNERS)}")
     parser.add_argument("--skip", default="", help="comma list of libraries to leave alone")
     parser.add_argument("--force", action="store_true", help="rebuild even what already works")
@@ -73,8 +92,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    args = _arguments(argv)
-    return exit_status("gpu-setup", lambda: _main(args))
+    return exit_status("gpu-setup", lambda: _main(_arguments(argv)))
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -99,7 +117,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.machine is not None:
         try:
             machine = Machine.from_dict(json.loads(args.machine.read_text()))
-        except (OSError, ValueError, TypeError) as exc:
+        except RecursionError:  # json cannot read nesting that deep
+            raise SetupError(f"cannot read machine facts from {args.machine}: nested too "
+                             "deeply") from None
+        except (OSError, ValueError) as exc:
             raise SetupError(f"cannot read machine facts from {args.machine}: {exc}") from exc
     elif args.mode == "download":
         machine = bare_machine(lock, args.python_version)

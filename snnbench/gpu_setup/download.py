@@ -2,48 +2,71 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from snnbench.gpu_setup.common import tail
-from snnbench.gpu_setup.context import ROOTS, Command, Context
+from snnbench.gpu_setup.context import ROOT, ROOTS, Command, Context
 from snnbench.gpu_setup.machine import cuda_major, cupy_distribution
+from snnbench.gpu_setup.steps import selected
+
+#: runs one download command: (argv, environment overrides) -> (exit status, its stderr)
+DownloadRunner = Callable[[Sequence[str], Mapping[str, str]], tuple[int, str]]
+
+
+def sdist_command(ctx: Context, dest: Path, dist: str) -> Command:
+    """Fetch ``dist``'s sdist at the lock's version from the index into ``dest``, unbuilt
+    (:mod:`.sdist`: ``pip download`` would build its metadata first)."""
+    # the child imports snnbench.gpu_setup from where this process did (a checkout, or
+    # site-packages), whatever the folder it is started in
+    return Command((sys.executable, "-m", "snnbench.gpu_setup.sdist", "--dest", str(dest),
+                    ctx.lock.pin(dist)), {"PYTHONPATH": str(ROOT)})
 
 
 def download_commands(ctx: Context, dest: Path, python_version: str,
                       platforms: Sequence[str]) -> tuple[list[Command], list[str]]:
-    """``pip download`` commands for a wheelhouse serving ``ctx.machine`` (what it lacks), and
-    notes for what pip cannot fetch. Runs where there is network, for another machine."""
+    """``pip download`` commands for a wheelhouse serving ``ctx.machine`` (what it lacks, for
+    the libraries ``--only`` / ``--skip`` leave), and notes for the user. Runs where there is
+    network, for another machine."""
     target = ["--dest", str(dest), "--python-version", python_version, "--only-binary=:all:",
               "--implementation", "cp", *(f"--platform={p}" for p in platforms)]
     base = (sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps")
-    roots = {root for names in ROOTS.values() for root in names}
+    names = selected(ctx.options)
+    roots = {root for name in names for root in ROOTS.get(name, ())}
     wanted = ctx.missing(ctx.lock.closure(roots))
     commands = [Command((*base, *target, ctx.lock.pin(n))) for n in wanted]
-    commands.append(Command((*base, *target, "--ignore-requires-python", ctx.lock.pin("lava-dl"))))
+    if "lava-dl" in names:
+        commands.append(Command((*base, *target, "--ignore-requires-python",
+                                 ctx.lock.pin("lava-dl"))))
     major = cuda_major(ctx.machine)
     jaxlib = ctx.machine.jaxlib or ctx.lock.pins.get("jaxlib")
-    if major and jaxlib:
+    if "jax-cuda" in names and major and jaxlib:
         for name in (f"jax-cuda{major}-plugin", f"jax-cuda{major}-pjrt"):
             if ctx.machine.installed.get(name) != jaxlib:
                 commands.append(Command((*base, *target, f"{name}=={jaxlib}")))
     cupy = cupy_distribution(ctx.machine)
-    if cupy and cupy not in ctx.machine.installed:
+    if "cupy" in names and cupy and cupy not in ctx.machine.installed:
         commands.append(Command((*base, *target, ctx.lock.pin(cupy))))
-    # sources: SpikingJelly's sdist downloads anywhere; sinabs-exodus's metadata step needs a
-    # CUDA torch, so pip cannot fetch its sdist on a CPU machine: its git tag is the same source
-    commands.append(Command((*base, "--dest", str(dest), "--no-binary=:all:",
-                             ctx.lock.pin("spikingjelly"))))
-    exodus = ctx.lock.pins.get("sinabs-exodus", "2.0.0")
-    notes = [
-        f"sinabs-exodus {exodus}: pip cannot download its sdist without a CUDA torch (its "
-        "setup.py builds the extension's metadata); bring its source instead: git clone "
-        f"--depth 1 --branch v{exodus} https://github.com/synsense/sinabs-exodus "
-        f"{dest}/sinabs-exodus-{exodus} (or `pip download --no-deps --no-binary=:all: "
-        f"--no-build-isolation sinabs-exodus=={exodus}` on a machine with a CUDA torch)"]
+    # sources, built on the GPU box against its torch: SpikingJelly's sdist downloads anywhere;
+    # sinabs-exodus's metadata step needs a CUDA torch, so its sdist is fetched unbuilt
+    notes = []
+    if "spikingjelly" in names:
+        commands.append(Command((*base, "--dest", str(dest), "--no-binary=:all:",
+                                 ctx.lock.pin("spikingjelly"))))
+    if "sinabs-exodus" in names:
+        commands.append(sdist_command(ctx, dest, "sinabs-exodus"))
+        notes.append(f"{ctx.lock.pin('sinabs-exodus')}: its sdist, from the package index; "
+                     "`install --wheelhouse` builds it on the GPU box against its torch")
     return commands, notes
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+    result = subprocess.run(list(argv), capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    return result.returncode, result.stderr
 
 
 #: run by :func:`pure_wheel_command`: build the wheel, keep it only if it is pure Python
@@ -72,25 +95,24 @@ def pure_wheel_command(command: Command) -> tuple[str, ...]:
 
 
 def fill_wheelhouse(ctx: Context, dest: Path, python_version: str, platforms: Sequence[str],
-                    dry_run: bool = False, strict: bool = False) -> int:
-    """Run :func:`download_commands` (one line each: ``ok`` or ``FAILED: <reason>``), then print
-    the notes; the exit status (1 with ``strict`` when a download failed)."""
+                    dry_run: bool = False, strict: bool = False,
+                    runner: DownloadRunner = _run) -> int:
+    """Run :func:`download_commands` (one line each: ``ok`` or ``FAILED: <reason>``) through
+    ``runner``, then print the notes; the exit status (1 with ``strict`` when one failed)."""
     commands, notes = download_commands(ctx, dest, python_version, platforms)
     failed = 0
     for command in commands:
         if dry_run:
             print(f"$ {command.shell()}")
             continue
-        result = subprocess.run(command.argv, capture_output=True, text=True)
+        code, stderr = runner(command.argv, command.env)
         what = command.argv[-1]
-        if result.returncode != 0 and "--only-binary=:all:" in command.argv:
+        if code != 0 and "--only-binary=:all:" in command.argv:
             # a pure-Python project that publishes only an sdist (norse, rockpool): build its
             # wheel here, since the offline machine may lack the sdist's build backend
-            result = subprocess.run(pure_wheel_command(command), capture_output=True,
-                                    text=True)
-        print(f"{what:<40} {'ok' if result.returncode == 0 else 'FAILED: ' + tail(result.stderr)}",
-              flush=True)
-        failed += result.returncode != 0
+            code, stderr = runner(pure_wheel_command(command), command.env)
+        print(f"{what:<40} {'ok' if code == 0 else 'FAILED: ' + tail(stderr)}", flush=True)
+        failed += code != 0
     for note in notes:
         print(f"note: {note}")
     return 1 if strict and failed else 0

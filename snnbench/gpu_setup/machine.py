@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from snnbench.errors import shown
 from snnbench.gpu_setup._packaging import InvalidVersion, Version
 from snnbench.gpu_setup.common import MARKER, SetupError, tail
 from snnbench.gpu_setup.lock import Lock, canonical
@@ -26,7 +27,7 @@ facts = {"python": sys.executable, "python_version": "%d.%d.%d" % sys.version_in
          "nvcc": None, "cxx": None, "jaxlib": None, "scripts": sysconfig.get_paths()["scripts"]}
 for dist in md.distributions():
     name = dist.metadata["Name"]
-    if name:
+    if name and dist.version:  # a broken install's metadata may lack either
         facts["installed"].setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
 try:
     import torch
@@ -76,12 +77,43 @@ class Machine:
     scripts: str = ""  #: the environment's bin folder (pip's ninja lives there)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Machine:
-        """From the probe's JSON (unknown keys are ignored: newer probes may add facts)."""
+    def from_dict(cls, data: Any) -> Machine:
+        """From the probe's JSON (unknown keys are ignored: newer probes may add facts).
+
+        Raises ValueError (one line, naming the fact) for anything but a JSON object whose
+        known facts have the probe's types: a hand-edited or damaged file is refused here,
+        not met later as a crash of the plan.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a JSON object (the output of `probe`), not "
+                             f"{type(data).__name__}")
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in known}
-        values["installed"] = {canonical(k): v for k, v in data.get("installed", {}).items()}
-        values["gpus"] = tuple(data.get("gpus", ()))
+        if not isinstance(values.get("python"), str):
+            raise ValueError(f"'python' must be the interpreter's path, not "
+                             f"{shown(values.get('python'))}")
+        for key, value in values.items():
+            if key in _TEXT and not isinstance(value, str):
+                raise ValueError(f"{key!r} must be a string, not {shown(value)}")
+            if key in _OPTIONAL_TEXT and not isinstance(value, (str, type(None))):
+                raise ValueError(f"{key!r} must be a string or null, not {shown(value)}")
+            if key in _VERSIONS and isinstance(value, str):
+                _version(repr(key), value)
+        installed = data.get("installed", {})
+        if not isinstance(installed, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in installed.items()):
+            raise ValueError(f"'installed' must map names to version strings, not "
+                             f"{shown(installed)}")
+        values["installed"] = {canonical(k): v for k, v in installed.items()}
+        gpus = data.get("gpus", [])
+        if not isinstance(gpus, list) or not all(
+                isinstance(g, Mapping) and isinstance(g.get("name"), str)
+                and isinstance(g.get("capability"), str) for g in gpus):
+            raise ValueError(f"'gpus' must be a list of objects with a name and a capability, "
+                             f"not {shown(gpus)}")
+        for gpu in gpus:
+            _version("a GPU's capability", gpu["capability"])
+        values["gpus"] = tuple(gpus)
         return cls(**values)
 
     def summary(self) -> str:
@@ -94,13 +126,38 @@ class Machine:
                 f"{self.nvcc or 'not found'}; GPU: {gpus}; jax {jax or 'not installed'}")
 
 
+#: facts that are always strings, may be null, or must read as versions (the plan parses them)
+_TEXT = frozenset({"python", "python_version", "purelib", "scripts"})
+_OPTIONAL_TEXT = frozenset({"torch", "torch_cuda", "torch_error", "cuda_home", "nvcc", "cxx",
+                            "jaxlib"})
+_VERSIONS = frozenset({"python_version", "torch_cuda", "nvcc", "jaxlib"})
+
+
+def _version(what: str, text: str) -> None:
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise ValueError(f"{what} must be a version, not {shown(text)}") from None
+
+
 def probe(python: str) -> Machine:
-    """The facts of ``python``'s environment (runs :data:`PROBE_CODE` in it)."""
-    out = subprocess.run([python, "-c", PROBE_CODE], capture_output=True, text=True,
-                         timeout=600, stdin=subprocess.DEVNULL)
+    """The facts of ``python``'s environment (runs :data:`PROBE_CODE` in it).
+
+    Raises :class:`SetupError` when ``python`` cannot be run or gives no facts.
+    """
+    try:
+        out = subprocess.run([python, "-c", PROBE_CODE], capture_output=True, text=True,
+                             timeout=600, stdin=subprocess.DEVNULL)
+    except OSError as exc:  # not there, not executable, not a program
+        raise SetupError(f"cannot run --python {python}: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"cannot probe {python}: no answer within 600 s") from None
     for line in reversed(out.stdout.splitlines()):
         if line.startswith(MARKER):
-            return Machine.from_dict(json.loads(line[len(MARKER):]))
+            try:
+                return Machine.from_dict(json.loads(line[len(MARKER):]))
+            except (ValueError, RecursionError) as exc:
+                raise SetupError(f"cannot probe {python}: {exc}") from None
     raise SetupError(f"cannot probe {python}: {tail(out.stderr or out.stdout)}")
 
 

@@ -12,6 +12,7 @@ from snnbench.gpu_setup.context import (
     ROOTS,
     Command,
     Context,
+    Options,
     Step,
     check_code,
     import_check,
@@ -299,9 +300,14 @@ PLANNERS: dict[str, Callable[[Context], Step]] = {
 }
 
 
+def selected(options: Options) -> list[str]:
+    """The libraries ``--only`` / ``--skip`` leave, in :data:`PLANNERS`' order: what ``install``
+    and ``check`` set up and what ``download`` fetches for."""
+    return [n for n in PLANNERS if (not options.only or n in options.only)
+            and n not in options.skip]
+
+
 def plan(ctx: Context) -> list[Step]:
     """The steps to run, in order, after ``--only`` / ``--skip``."""
-    names = [n for n in PLANNERS if (not ctx.options.only or n in ctx.options.only)
-             and n not in ctx.options.skip]
-    return [PLANNERS[name](ctx) for name in names]
+    return [PLANNERS[name](ctx) for name in selected(ctx.options)]
 
