@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from snnbench.fileio import (
     check_creatable,
     check_folder,
     claim_folder,
+    file_mode,
     os_reason,
 )
 from snnbench.manifest import Manifest, upgraded
@@ -136,10 +138,15 @@ class RunFolder:
         """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
         Only tests the lock (a shared, non-blocking try): readers write nothing."""
         try:
-            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
+            # non-blocking and not through a link: a FIFO planted there must not hang a reader
+            fd = os.open(self.path / LOCK_FILE,
+                         os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None  # no lock file: no live run
-        with handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None  # no run locks anything but its own regular file
+        with open(fd) as handle:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError as exc:
@@ -160,10 +167,7 @@ class RunFolder:
         """
         path = self.path / LOCK_FILE
         for _ in range(10):
-            try:
-                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
-            except OSError as exc:
-                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
+            handle = _open_lock_file(path)
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -282,6 +286,27 @@ class RunFolder:
         with atomic_path(self.path / SUMMARY_CSV) as tmp:
             summary.to_csv(tmp, index=False)
         return summary
+
+
+def _open_lock_file(path: Path) -> IO[str]:
+    """The lock file, opened for reading and writing (created if missing), never through a
+    link and never a FIFO: a folder someone sent may hold a ``.lock`` that points at a file
+    elsewhere, which locking would truncate and write."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     file_mode())
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StorageError(f"damaged folder: {path} is a symbolic link, not a lock file; "
+                               "remove it (nothing was written)") from exc
+        raise StorageError(f"cannot write to {path.parent}: {os_reason(exc)}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise StorageError(f"damaged folder: {path} is not a regular file (a FIFO or a device); "
+                           "remove it (nothing was written)")
+    os.set_blocking(fd, True)
+    return open(fd, "r+")
 
 
 def _read_table(path: Path, what: str) -> pd.DataFrame:
