@@ -44,6 +44,8 @@ from snnbench.fileio import (
 from snnbench.manifest import Manifest, upgraded
 from snnbench.schema import (
     CASES_DIR,
+    HOSTS_DIR,
+    JOBS_DIR,
     LOCK_FILE,
     MANIFEST_FILE,
     SAMPLE_COLUMNS,
@@ -128,6 +130,13 @@ class RunFolder:
             raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
         if not os.access(path, os.W_OK):
             raise StorageError(f"output folder {path} is not writable")
+        for name in (CASES_DIR, HOSTS_DIR, JOBS_DIR, "logs"):
+            # a folder someone sent may point one elsewhere: records, logs and job files
+            # would be written there
+            inner = path / name
+            if inner.is_symlink() or (inner.exists() and not inner.is_dir()):
+                raise StorageError(f"damaged folder: {inner} is not a folder of the run "
+                                   "(a link or a file); remove it (nothing was written)")
         try:
             (path / CASES_DIR).mkdir(exist_ok=True)
         except OSError as exc:

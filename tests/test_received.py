@@ -125,6 +125,20 @@ def test_a_linked_log_is_replaced_never_truncated(tmp_path: Path) -> None:
     assert not log.is_symlink() and log.is_file() and record.is_file()
 
 
+@pytest.mark.parametrize("inner", ["logs", "hosts"])
+def test_a_linked_folder_inside_a_run_folder_is_refused(tmp_path: Path, inner: str) -> None:
+    out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    _finished_run(out)
+    (out / inner).rename(elsewhere)
+    (out / inner).symlink_to(elsewhere)
+    next((out / "cases").glob("fake-ok*.json")).unlink()  # work for a resume to do
+    before = _files(elsewhere)
+    for args in (("merge", str(out)), ("run", "--resume", "--out", str(out))):
+        proc = run_cli(*args, env=_env(), timeout=HANG_S)
+        _one_line_exit_2(proc, f"{out / inner}")
+        assert _files(elsewhere) == before
+
+
 def test_report_never_follows_a_linked_report_folder(tmp_path: Path) -> None:
     import numpy as np
 
