@@ -557,9 +557,11 @@ def _recorded_executor(out: Path | None) -> Any:
     """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
     read (resuming reports a missing or damaged manifest by itself)."""
     from snnbench.executors import ExecutorSettings
+    from snnbench.fileio import read_regular
 
     try:
-        manifest = json.loads((Path(out or ".") / "manifest.json").read_text(encoding="utf-8"))
+        # never blocking: a FIFO there is a damaged folder, which resuming reports
+        manifest = json.loads(read_regular(Path(out or ".") / "manifest.json"))
         return ExecutorSettings.from_dict(manifest["config"].get("executor"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
         return ExecutorSettings()

@@ -40,6 +40,7 @@ from snnbench.fileio import (
     claim_folder,
     file_mode,
     os_reason,
+    read_regular,
 )
 from snnbench.manifest import Manifest, upgraded
 from snnbench.schema import (
@@ -234,7 +235,7 @@ class RunFolder:
         if not file.is_file():
             raise StorageError(f"{self.path} is not a run folder: no {MANIFEST_FILE}")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(file).decode("utf-8"))  # a FIFO never blocks
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StorageError(f"damaged manifest {file}: cannot read it: damaged or not JSON "
                                f"({exc})") from exc

@@ -248,6 +248,17 @@ def test_a_fifo_in_a_run_folder_is_a_damaged_folder(tmp_path: Path, where: str) 
         _one_line_exit_2(proc, "planted.json", "FIFO")
 
 
+def test_a_fifo_at_the_manifest_blocks_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _finished_run(out)
+    (out / "manifest.json").unlink()
+    os.mkfifo(out / "manifest.json")
+    for args in (("run", "--resume", "--jobs", "1", "--out", str(out)), ("merge", str(out)),
+                 ("show", str(out))):
+        proc = run_cli(*args, env=_env(), timeout=HANG_S)
+        _one_line_exit_2(proc, "manifest.json")
+
+
 def test_a_fifo_at_a_log_does_not_block_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
     _finished_run(out)
