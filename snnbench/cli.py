@@ -308,9 +308,10 @@ def run(
     resume: Annotated[bool, typer.Option(
         help="Finish the run in --out: run only the cases it lacks.")] = False,
     trust_folder: Annotated[bool, typer.Option(
-        help="With --resume and no executor options: run the setup lines, Apptainer image "
-        "and Ray address the folder's manifest records (refused otherwise: a folder someone "
-        "sent runs no code).")] = False,
+        help="With --resume: run the setup lines, Apptainer image and Ray address the "
+        "folder's manifest records (without executor options), build the library "
+        "environments it names and use its environment cache (refused otherwise: a folder "
+        "someone sent runs no code).")] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         help="Time adapters even when their spikes disagree with the reference.")] = False,
     executor: Annotated[str | None, typer.Option(
@@ -560,9 +561,11 @@ def _recorded_executor(out: Path | None) -> Any:
     """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
     read (resuming reports a missing or damaged manifest by itself)."""
     from snnbench.executors import ExecutorSettings
+    from snnbench.fileio import read_regular
 
     try:
-        manifest = json.loads((Path(out or ".") / "manifest.json").read_text(encoding="utf-8"))
+        # never blocking: a FIFO there is a damaged folder, which resuming reports
+        manifest = json.loads(read_regular(Path(out or ".") / "manifest.json"))
         return ExecutorSettings.from_dict(manifest["config"].get("executor"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
         return ExecutorSettings()
@@ -815,7 +818,7 @@ def report(
 
     folder = out or run_dir / "report"
     try:
-        paths = write_report(run_dir, folder)
+        paths = write_report(run_dir, out)  # the default folder is the library's to check
     except OSError as exc:  # a full disk, a read-only folder: the user's to fix
         where = exc.filename or folder
         fail(f"cannot write the report to {where}: {exc.strerror or exc}")

@@ -29,6 +29,7 @@ from pydantic import AfterValidator, PlainSerializer, PlainValidator, TypeAdapte
 from snnbench import validation
 from snnbench.errors import UserError, shown
 from snnbench.executor_settings import ExecutorSettings
+from snnbench.fileio import NotAFile, read_regular
 from snnbench.sampling import (
     PREPARE_TIMEOUT_S,
     TIMEOUT_S,
@@ -43,6 +44,8 @@ from snnbench.schema import TIMED_PHASES
 from snnbench.spec import NetworkSpec, SpecError
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
+#: the most a config file may hold: the shipped ones are a few KiB
+CONFIG_MAX_BYTES = 1 << 20
 #: how idle CPU threads wait (``[run] thread_wait``): ``passive`` sleeps at once
 #: (OMP_WAIT_POLICY=PASSIVE), ``active`` spins, ``library`` leaves each library's default
 THREAD_WAITS: tuple[str, ...] = ("passive", "active", "library")
@@ -401,9 +404,13 @@ def check_variables() -> None:
 def load_config(path: Path) -> RunConfig:
     """Read and validate a TOML config file (UTF-8, not empty)."""
     try:
-        data = path.read_bytes()
+        # a FIFO would block and /dev/zero never ends: a regular file, of a config's size
+        data = read_regular(path, CONFIG_MAX_BYTES)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
+    except NotAFile as exc:
+        raise ConfigError(f"cannot read config {path}: {exc} (a config is a TOML file of at "
+                          f"most {CONFIG_MAX_BYTES // 1024} KiB)") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     try:

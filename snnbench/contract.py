@@ -35,7 +35,7 @@ from pydantic import (
     PlainValidator,
 )
 
-from snnbench.fileio import atomic_write_json
+from snnbench.fileio import NotAFile, atomic_write_json, read_regular
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
@@ -99,6 +99,14 @@ Table = Annotated[dict[str, Any], _or({})]
 SampleData = Annotated[dict[str, dict[str, list[Annotated[float, _or(math.nan)]]]], _or({})]
 
 
+#: the exit code of a worker that ran its case but could not write its record (a full disk):
+#: the parent records the case ``lost``, which ``--resume`` runs again
+RESULT_NOT_WRITTEN_EXIT = 75
+#: how a ``verify`` record whose dump could not be written begins its message: the parent
+#: reports the disk error (exit 2), never a failed equivalence
+DUMP_NOT_WRITTEN = "dump not written"
+
+
 def now_utc() -> str:
     """ISO-8601 UTC timestamp with milliseconds."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -113,7 +121,20 @@ def case_key(adapter: str, variant: str, device: str, case_id: str, environment:
     """
     env = f"@{environment_tag(adapter, environment)}" if environment else ""
     rep = f"--r{replicate}" if replicate else ""
-    return f"{adapter}{env}--{variant}--{device}--{case_id}{rep}"
+    return file_safe(f"{adapter}{env}--{variant}--{device}--{case_id}{rep}")
+
+
+#: characters a file name built from names must not hold, as written instead: a third-party
+#: plugin's entry-point name is any text, and ``../x`` must not put a file outside its folder
+_UNSAFE_IN_NAMES = {"%": "%25", "/": "%2F", "\\": "%5C", "\0": "%00"}
+
+
+def file_safe(name: str) -> str:
+    """``name`` as one file-name component: separators (and ``%``) percent-encoded; every
+    shipped adapter's names pass unchanged."""
+    if not any(c in name for c in _UNSAFE_IN_NAMES):
+        return name
+    return "".join(_UNSAFE_IN_NAMES.get(c, c) for c in name)
 
 
 def environment_tag(adapter: str, environment: str) -> str:
@@ -278,7 +299,10 @@ class Job:
 def _read_json(path: Path, cannot_read: str) -> Any:
     """The JSON data in ``path``; else a ContractError, ``cannot_read`` filled with path, exc."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        # never a FIFO (it would block), nor a link out of a folder someone sent
+        return json.loads(read_regular(path, follow=False).decode("utf-8"))
+    except NotAFile as exc:
+        raise ContractError(f"damaged folder: {path} is {exc}; remove it") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ContractError(cannot_read.format(path=path, exc=exc)) from exc
 

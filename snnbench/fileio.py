@@ -8,9 +8,11 @@ ledger of what snnbench wrote there, so a later command replaces only its own fi
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -234,11 +236,76 @@ def check_creatable(path: Path, flag: str) -> None:
                            f"{os_reason(exc)}") from exc
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON file; a damaged one raises :class:`StorageError` naming it."""
+class NotAFile(OSError):
+    """What a reader found at a path is no regular file (a FIFO, a device, a link it must not
+    follow) or is larger than what it reads: ``str()`` says which, in a few words."""
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def read_regular(path: Path, limit: int | None = None, *, follow: bool = True) -> bytes:
+    """The bytes of the regular file at ``path``, opened without blocking.
+
+    A FIFO would block the reader forever and ``/dev/zero`` never ends: anything but a regular
+    file raises :class:`NotAFile` before a byte is read, as does a file over ``limit`` bytes
+    and, with ``follow=False``, a symbolic link (a run folder someone sent may point its files
+    anywhere). Other failures are the OSError ``open()`` raises.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        return json.loads(path.read_text())
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            raise NotAFile("a symbolic link, which is not followed here") from exc
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _kind(mode)
+            raise NotAFile(f"{kind}, not a regular file" if kind.startswith("a ") else kind)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise NotAFile(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def replace_with_new_file(path: Path) -> int:
+    """A new, empty file at ``path``, open for writing (its descriptor).
+
+    Whatever was at ``path`` (an earlier log, or in a received folder a symbolic link to a
+    file elsewhere, or a FIFO) is removed first, never opened: writing through it would
+    truncate a file outside the folder, or block.
+    """
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        os.unlink(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o666)
+
+
+def read_json(path: Path, *, follow: bool = True) -> Any:
+    """Read a JSON file; a damaged one (or no regular file: :func:`read_regular`) raises
+    :class:`StorageError` naming it."""
+    try:
+        return json.loads(read_regular(path, follow=follow))
     except FileNotFoundError as exc:
         raise StorageError(f"missing {path}") from exc
+    except NotAFile as exc:
+        raise StorageError(f"damaged folder: {path} is {exc}; remove it") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StorageError(f"cannot read {path}: damaged or not JSON ({exc})") from exc

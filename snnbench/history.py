@@ -55,7 +55,13 @@ from snnbench.contract import adapter_label
 from snnbench.errors import UserError
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, load_run
-from snnbench.storage import atomic_write_bytes, claim_folder, label_networks
+from snnbench.storage import (
+    atomic_write_bytes,
+    claim_folder,
+    label_networks,
+    record_written,
+    written_by_snnbench,
+)
 
 XAxis = Literal["date", "version", "commit"]
 X_AXES: tuple[str, ...] = ("date", "version", "commit")
@@ -291,7 +297,9 @@ def collect(paths: Iterable[str | Path], *, machine: str | None = None,
 
 # ------------------------------------------------------------------------------------ site
 
-#: the files a history site is made of: a folder holding only these is an earlier site
+#: the files a history site is made of (an earlier site: these, listed in the folder's ledger
+#: of what snnbench wrote and unchanged since; a user's own file of either name is never
+#: replaced)
 SITE_FILES = frozenset({"index.html", "history.json"})
 _PHASE_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e", "step": "#2ca02c",
                  "case": "#7f7f7f", "setup": "#9467bd"}
@@ -305,10 +313,6 @@ th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left} th{background:#f3
 figure{margin:.3em 0 1em} svg{max-width:100%;height:auto}
 .steps{font-size:.85em;color:#a00}
 """
-
-
-def _written_by_history(path: Path) -> bool:
-    return path.is_file() and path.name in SITE_FILES
 
 
 def _report_link(point: Point, out: Path) -> str:
@@ -396,10 +400,10 @@ def write_site(history: History, out_dir: str | Path, *, x: XAxis = "date",
                per_machine: bool = False,
                progress: Callable[[int, int], None] | None = None) -> list[Path]:
     """Write ``index.html`` and ``history.json`` into ``out_dir``: new, empty, or an earlier
-    history site (anything else there is never overwritten:
-    :class:`~snnbench.storage.StorageError`). Returns the written paths."""
+    history site, by its ledger (anything else there, a user's own ``index.html`` included, is
+    never overwritten: :class:`~snnbench.storage.StorageError`). Returns the written paths."""
     out = Path(out_dir)
-    claim_folder(out, "--out", _written_by_history)
+    claim_folder(out, "--out", written_by_snnbench)
     out = out.resolve()
     groups = history.groups()
     body: list[str] = []
@@ -449,6 +453,8 @@ a penalty from the series' own noise; steps below ×1.05 are not shown.</p>
 """
     index, data = out / "index.html", out / "history.json"
     atomic_write_bytes(index, page.encode())
+    record_written(out, [index])  # each recorded as it lands: a stop between keeps it ours
     doc = {"x": x, "series": [_series_json(s, out) for s in history.series]}
     atomic_write_bytes(data, json.dumps(doc, indent=1).encode())
+    record_written(out, [data])
     return [index, data]

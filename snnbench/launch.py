@@ -28,7 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from snnbench.contract import CaseRecord, ContractError, Job
+from snnbench.contract import RESULT_NOT_WRITTEN_EXIT, CaseRecord, ContractError, Job
+from snnbench.fileio import replace_with_new_file
 from snnbench.lifeline import PARENT_PID_VAR
 from snnbench.masking import scrub, secret_values
 from snnbench.processes import kill_group, kill_leftovers
@@ -125,7 +126,9 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     ooms = kernel_oom_kills()
     env = worker_environment(job)
-    with open(log_path, "wb") as log:
+    # a new file, never one opened through what was there: in a folder someone sent, a
+    # link to a file elsewhere (it would be truncated) or a FIFO (it would block)
+    with open(replace_with_new_file(log_path), "wb") as log:
         with pinned_thread(job.placement.cpus):
             proc = subprocess.Popen(
                 worker_command(job, job_path, prefix),
@@ -252,6 +255,9 @@ def classify_exit(exit_: Exit, job: Job) -> tuple[str, str]:
         if -code == signal.SIGTERM:
             return "lost", "worker stopped by SIGTERM from outside; --resume runs it again"
         return "error", f"worker crashed with {signal_name(-code)}"
+    if code == RESULT_NOT_WRITTEN_EXIT:
+        # not the case's failure: the disk's (full, read-only); the next resume runs it again
+        return "lost", "the worker could not write its result; --resume runs it again"
     return "error", f"worker exited with code {code} and no result"
 
 

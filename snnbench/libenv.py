@@ -524,6 +524,11 @@ def prepare(requests: Iterable[EnvironmentRequest], settings: BuildSettings,
     """
     base = base or Base.current()
     plans: dict[str, Plan] = {}
+    requests = list(requests)
+    if requests:
+        # the user's input, checked whether or not a build needs it: a wheelhouse that is
+        # not there is a mistake also when every environment is cached already
+        check_wheelhouse(settings, requests[0].name)
     for request in requests:
         if request.name in plans:
             continue
@@ -538,15 +543,20 @@ def prepare(requests: Iterable[EnvironmentRequest], settings: BuildSettings,
     return plans
 
 
+def check_wheelhouse(settings: BuildSettings, name: str) -> None:
+    """Refuse a wheelhouse that is not a folder (exit 2, before anything is written)."""
+    house = settings.wheelhouse
+    if house is not None and not house.is_dir():
+        why = "is not a folder" if house.exists() else "does not exist"
+        raise EnvironmentSpecError(f"environment {name}: the wheelhouse {house} {why}")
+
+
 def check_installable(request: EnvironmentRequest, settings: BuildSettings) -> None:
     """Refuse, as the user's input (exit 2, before anything is written), what uv would turn
     into an ``unavailable`` row: a wheelhouse that is not a folder, a ``file://`` requirement
     whose file is missing, and requirements whose markers all exclude this interpreter (an
     environment with nothing to install)."""
-    house = settings.wheelhouse
-    if house is not None and not house.is_dir():
-        why = "is not a folder" if house.exists() else "does not exist"
-        raise EnvironmentSpecError(f"environment {request.name}: the wheelhouse {house} {why}")
+    check_wheelhouse(settings, request.name)
     markers: dict[str, str] = {**{k: str(v) for k, v in default_environment().items()},
                                "extra": ""}
     applies = []

@@ -62,7 +62,7 @@ def read_machine_records(run_dir: Path) -> list[dict[str, Any]]:
 
     records = []
     for path in sorted((run_dir / HOSTS_DIR).glob("*.json")):
-        data = read_json(path)
+        data = read_json(path, follow=False)  # a received folder's link is not followed
         host = data.get("host") if isinstance(data, dict) else None
         if not isinstance(host, str) or _safe(host) != path.stem:
             what = (f"is the record of host {host!r}" if isinstance(host, str)

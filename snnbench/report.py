@@ -34,6 +34,7 @@ from snnbench.rundir import load_run
 from snnbench.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
 from snnbench.storage import (
     Run,
+    StorageError,
     atomic_write_bytes,
     claim_folder,
     record_written,
@@ -312,6 +313,11 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     """
     run = load_run(run_dir, samples=False)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
+    if out_dir is None and out.is_symlink():
+        # the folder's own report/ that points elsewhere (a folder someone sent): the report
+        # would land wherever it points; an --out the user names is theirs to point
+        raise StorageError(f"{out} is a symbolic link: a report is written into the run "
+                           "folder itself; remove the link or give --out")
     # an earlier report is refreshed: the files its ledger lists, unchanged since; any other
     # file (the user's own report.md or phases.png) is never overwritten
     claim_folder(out, "--out", written_by_snnbench)

@@ -19,6 +19,7 @@ import fcntl
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +40,16 @@ from snnbench.fileio import (
     check_creatable,
     check_folder,
     claim_folder,
+    file_mode,
     os_reason,
+    read_regular,
 )
 from snnbench.manifest import Manifest, upgraded
 from snnbench.overhead import PROBES
 from snnbench.schema import (
     CASES_DIR,
+    HOSTS_DIR,
+    JOBS_DIR,
     LOCK_FILE,
     MANIFEST_FILE,
     NETWORK_COLUMNS,
@@ -133,6 +138,13 @@ class RunFolder:
             raise StorageError(f"{path} has no {MANIFEST_FILE}: not a run folder")
         if not os.access(path, os.W_OK):
             raise StorageError(f"output folder {path} is not writable")
+        for name in (CASES_DIR, HOSTS_DIR, JOBS_DIR, "logs"):
+            # a folder someone sent may point one elsewhere: records, logs and job files
+            # would be written there
+            inner = path / name
+            if inner.is_symlink() or (inner.exists() and not inner.is_dir()):
+                raise StorageError(f"damaged folder: {inner} is not a folder of the run "
+                                   "(a link or a file); remove it (nothing was written)")
         try:
             (path / CASES_DIR).mkdir(exist_ok=True)
         except OSError as exc:
@@ -143,10 +155,15 @@ class RunFolder:
         """Who holds the folder's lock (``pid N``) while a live run writes into it, else None.
         Only tests the lock (a shared, non-blocking try): readers write nothing."""
         try:
-            handle = open(self.path / LOCK_FILE)  # noqa: SIM115 - closed below
+            # non-blocking and not through a link: a FIFO planted there must not hang a reader
+            fd = os.open(self.path / LOCK_FILE,
+                         os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None  # no lock file: no live run
-        with handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None  # no run locks anything but its own regular file
+        with open(fd) as handle:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError as exc:
@@ -167,10 +184,7 @@ class RunFolder:
         """
         path = self.path / LOCK_FILE
         for _ in range(10):
-            try:
-                handle = open(path, "a+")  # noqa: SIM115 - held until unlock()
-            except OSError as exc:
-                raise StorageError(f"cannot write to {self.path}: {os_reason(exc)}") from exc
+            handle = _open_lock_file(path)
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -228,7 +242,7 @@ class RunFolder:
         if not file.is_file():
             raise StorageError(f"{self.path} is not a run folder: no {MANIFEST_FILE}")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(file).decode("utf-8"))  # a FIFO never blocks
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StorageError(f"damaged manifest {file}: cannot read it: damaged or not JSON "
                                f"({exc})") from exc
@@ -298,6 +312,27 @@ class RunFolder:
         with atomic_path(self.path / SUMMARY_CSV) as tmp:
             summary.to_csv(tmp, index=False)
         return summary
+
+
+def _open_lock_file(path: Path) -> IO[str]:
+    """The lock file, opened for reading and writing (created if missing), never through a
+    link and never a FIFO: a folder someone sent may hold a ``.lock`` that points at a file
+    elsewhere, which locking would truncate and write."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     file_mode())
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StorageError(f"damaged folder: {path} is a symbolic link, not a lock file; "
+                               "remove it (nothing was written)") from exc
+        raise StorageError(f"cannot write to {path.parent}: {os_reason(exc)}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise StorageError(f"damaged folder: {path} is not a regular file (a FIFO or a device); "
+                           "remove it (nothing was written)")
+    os.set_blocking(fd, True)
+    return open(fd, "r+")
 
 
 def _read_table(path: Path, what: str) -> pd.DataFrame:

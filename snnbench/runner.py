@@ -35,13 +35,13 @@ from snnbench.planning.tasks import (
 )
 from snnbench.sweep.execute import clean_work_dir, execute, retry_attempts
 from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
+from snnbench.sweep.received import refuse_recorded_commands, refuse_recorded_environments
 from snnbench.sweep.run import (
     SweepOutcome,
     choose_executor,
     merge_run,
     new_manifest,
     new_run_id,
-    refuse_recorded_commands,
     start_run,
 )
 from snnbench.sweep.threads import (
@@ -78,6 +78,7 @@ __all__ = [
     "recorded_commands",
     "refuse_changed_threads",
     "refuse_recorded_commands",
+    "refuse_recorded_environments",
     "replicate_order",
     "resolve_device",
     "retry_attempts",

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from snnbench.config import RunConfig, RunSettings
-from snnbench.contract import CaseRecord, adapter_label
+from snnbench.contract import DUMP_NOT_WRITTEN, CaseRecord, adapter_label, file_safe
 from snnbench.executors.local import run_in_folder
 from snnbench.neuron import RESET_MODES
 from snnbench.planning.jobs import make_job, parent_record, static_adapter_record
@@ -24,7 +24,7 @@ from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolv
 from snnbench.registry import discover
 from snnbench.schema import FAILED_STATUSES
 from snnbench.scratch import scratch_folder
-from snnbench.storage import record_written
+from snnbench.storage import StorageError, record_written
 from snnbench.verify import verification_spec
 
 # VerifyRequest re-exported: scripts and tests import the request from the command's module
@@ -81,6 +81,11 @@ def run_verification(
                 console.print(f"  [{index}/{len(tasks)}] {label} "
                               f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
             record = _check(task, config, entries, request, largest, tmp)
+            if record.status == "error" and record.message.startswith(DUMP_NOT_WRITTEN):
+                # the disk's failure, not the adapter's: said as such (exit 2), never as a
+                # failed equivalence; the dumps written before are whole
+                raise StorageError(record.message.removeprefix(DUMP_NOT_WRITTEN + ": ")
+                                   + "; the dumps written before it are kept whole")
             if record.dump_path and Path(record.dump_path).is_file():
                 # the folder's ledger: a later --dump may replace this file, and only this
                 record_written(Path(record.dump_path).parent, [Path(record.dump_path)])
@@ -106,7 +111,8 @@ def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: Veri
         env = f"@{task.environment.name}" if task.environment.name else ""
         # a config's cases may differ in any field: its case id keeps their dumps apart
         case = f"-{task.spec.case_id}" if request.config is not None else ""
-        name = f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}{case}.npz"
+        name = file_safe(f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}{case}"
+                         ".npz")
         dump_path = str((request.dump_dir / name).resolve())
     try:
         adapter = entries[task.adapter].create()

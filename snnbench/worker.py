@@ -21,9 +21,18 @@ import numpy as np
 
 from snnbench import lifeline
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
-from snnbench.contract import CaseRecord, ContractError, Job, Samples, now_utc
+from snnbench.contract import (
+    DUMP_NOT_WRITTEN,
+    RESULT_NOT_WRITTEN_EXIT,
+    CaseRecord,
+    ContractError,
+    Job,
+    Samples,
+    now_utc,
+)
 from snnbench.energy import measure_energy
 from snnbench.environment import TRACKED_PACKAGES, package_versions
+from snnbench.fileio import WriteError, atomic_path
 from snnbench.gpustate import open_monitor
 from snnbench.libenv import pin_names
 from snnbench.measurement import MeasurementInfo
@@ -258,7 +267,14 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
     record.message = "; ".join(problems) or capabilities.approximation_note
     if job.dump_path:
         payload: dict[str, Any] = {**arrays, "spec_json": np.array(spec.to_json())}
-        np.savez(job.dump_path, **payload)
+        try:
+            # a temporary file and a rename: a full disk leaves the earlier dump whole
+            with atomic_path(Path(job.dump_path)) as tmp, open(tmp, "wb") as handle:
+                np.savez(handle, **payload)
+        except WriteError as exc:
+            record.status = "error"
+            record.message = f"{DUMP_NOT_WRITTEN}: {exc}"
+            return
         record.dump_path = job.dump_path
 
 
@@ -419,7 +435,21 @@ def main(argv: list[str] | None = None) -> int:
     except ContractError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run_job(job).write(Path(job.result_path))
+    return write_result(run_job(job), job)
+
+
+def write_result(record: CaseRecord, job: Job) -> int:
+    """Write the job's record where the parent reads it; the worker's exit code.
+
+    A record that cannot be written (a full disk) is said in one line and exits with
+    :data:`~snnbench.contract.RESULT_NOT_WRITTEN_EXIT`: the parent records the case ``lost``,
+    which ``--resume`` runs again, never an ``error`` that stays.
+    """
+    try:
+        record.write(Path(job.result_path))
+    except WriteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return RESULT_NOT_WRITTEN_EXIT
     return 0
 
 

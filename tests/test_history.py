@@ -113,8 +113,15 @@ def test_foreign_files_are_never_overwritten_and_a_site_is_refreshed(tmp_path: P
     assert proc.returncode == 2 and "mine.txt" in proc.stderr
     assert (out / "index.html").read_text() == "an earlier page"
     (out / "mine.txt").unlink()
-    proc = run_cli("history", str(tmp_path / "runs"), "--out", str(out), "--x", "version")
-    assert proc.returncode == 0, proc.stderr
+    # a page of that name that history did not write (issue 33 item 3) is the user's
+    proc = run_cli("history", str(tmp_path / "runs"), "--out", str(out))
+    assert proc.returncode == 2 and "index.html" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert (out / "index.html").read_text() == "an earlier page"
+    (out / "index.html").unlink()
+    for _ in range(2):  # a site history wrote is refreshed
+        proc = run_cli("history", str(tmp_path / "runs"), "--out", str(out), "--x", "version")
+        assert proc.returncode == 0, proc.stderr
     page = (out / "index.html").read_text()
     assert "<svg" in page and "x axis: version" in page and ">1.1<" in page
     # every point links to its run (no report there: the run's summary.csv), relative

@@ -16,7 +16,6 @@ from snnbench.contract import CaseRecord, now_utc
 from snnbench.environment import collect_environment
 from snnbench.executors import Executor, ExecutorSettings, make_executor
 from snnbench.executors.placement import hostname
-from snnbench.executors.plugins import recorded_commands
 from snnbench.fileio import StorageError, WriteError, interrupted_write
 from snnbench.lifeline import termination_signal
 from snnbench.machines import read_machine_records, write_machine_record
@@ -31,6 +30,7 @@ from snnbench.schema import FAILED_STATUSES
 from snnbench.sweep.checks import preflight_check
 from snnbench.sweep.execute import execute, retry_attempts
 from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
+from snnbench.sweep.received import refuse_recorded_commands, refuse_recorded_environments
 from snnbench.sweep.threads import (
     refuse_changed_threads,
     share_threads,
@@ -157,8 +157,10 @@ def _resume(out: Path | None, entries: dict[str, AdapterEntry], executor: Execut
             refuse_recorded_commands(config.executor, out)
         folder.case_records()  # a damaged, copied or renamed record: refused before work
         read_machine_records(folder.path)  # and a damaged host record alike
-        plan = with_environments(from_manifest(manifest, entries, f"{out}/manifest.json"),
-                                 notify)
+        plan = from_manifest(manifest, entries, f"{out}/manifest.json")
+        if not trust_folder:
+            refuse_recorded_environments(plan, out)
+        plan = with_environments(plan, notify)
         if plan.environments:  # rebuilt environments may have resolved anew
             manifest.environments = [env.to_dict() for env in plan.environments]
             folder.write_manifest(manifest)
@@ -234,20 +236,6 @@ def _sweep(folder: RunFolder, plan: Plan, executor: Executor, before: Preflight 
         folder.unlock()
         executor.close()
     return outcome
-
-
-def refuse_recorded_commands(settings: ExecutorSettings, folder: Path) -> None:
-    """Refuse to resume with a manifest's executor that would run what the folder names.
-
-    Run folders are what people send each other: whoever wrote the manifest chose its setup
-    lines. They run only when the user gives them again, or says ``--trust-folder``.
-    """
-    found = recorded_commands(settings)
-    if found:
-        raise StorageError(
-            f"{folder}/manifest.json asks to run {', '.join(found)} with the "
-            f"{settings.name} executor; a received folder runs no code: give the executor "
-            "options again (e.g. --executor local), or --trust-folder if you wrote this folder")
 
 
 def merge_run(path: Path) -> int:
