@@ -35,7 +35,7 @@ from pydantic import (
     PlainValidator,
 )
 
-from snnbench.fileio import atomic_write_json
+from snnbench.fileio import atomic_write_json, parse_json
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
@@ -278,7 +278,7 @@ class Job:
 def _read_json(path: Path, cannot_read: str) -> Any:
     """The JSON data in ``path``; else a ContractError, ``cannot_read`` filled with path, exc."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ContractError(cannot_read.format(path=path, exc=exc)) from exc
 
