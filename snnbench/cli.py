@@ -246,7 +246,7 @@ def _names(text: str, what: str) -> list[str]:
     list or an empty item before anything is made: ``--dtype ''`` would sweep nothing."""
     parts = [part.strip() for part in text.split(",")]
     if not any(parts):
-        fail(f"{what} is empty: give at least one value")
+        fail(f"{what} must name at least one value, got {text!r}")
     if not all(parts):
         # "float32,,bfloat16" is a typo (a value left out), not the list of two
         fail(f"{what} has an empty item: {text!r}")

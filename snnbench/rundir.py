@@ -308,9 +308,11 @@ def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, .
 
 #: the numbers of a case: every row has them (a failed case too), whole and positive
 _CASE_SIZES = ("neurons", "batch_size", "time_steps", "layers")
-#: what one timed row of the summary is: one case (its key and its spec's hash), phase and
-#: metric; a failed case may have several rows (one per distinct failure), without a phase
-_ROW_IDENTITY = (*CASE_KEY, "case_id", "phase", "metric")
+#: what one timed row of the summary is: one case (its key, its spec's hash and the network
+#: fields beyond the key), phase and metric; a failed case may have several rows (one per
+#: distinct failure), without a phase
+_ROW_IDENTITY = (*CASE_KEY, "case_id", "surrogate", "surrogate_slope", "detach_reset", "bias",
+                 "input_kind", "matmul_precision", "phase", "metric")
 
 
 def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) -> None:

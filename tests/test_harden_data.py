@@ -302,12 +302,12 @@ def test_a_summary_with_duplicated_rows_or_a_non_numeric_neurons_is_one_line(
 @pytest.mark.parametrize(
     ("flag", "value", "fragment"),
     [
-        ("--precision", "", "--precision is empty"),
-        ("--dtype", "", "--dtype is empty"),
-        ("--reset", "", "--reset is empty"),
+        ("--precision", "", "--precision must name at least one value"),
+        ("--dtype", "", "--dtype must name at least one value"),
+        ("--reset", "", "--reset must name at least one value"),
         ("--reset", "zero,", "--reset has an empty item"),
         ("--dtype", "float32,,bfloat16", "--dtype has an empty item"),
-        ("--adapters", "", "--adapters is empty"),
+        ("--adapters", "", "--adapters must name at least one value"),
     ],
 )
 def test_an_empty_choice_is_refused_before_a_run_folder_exists(
@@ -322,4 +322,7 @@ def test_verify_refuses_an_empty_reset_item(tmp_path: Path) -> None:
     _one_line_error(
         _invoke("verify", "--adapters", "null", "--reset", "zero,"), "--reset has an empty item"
     )
-    _one_line_error(_invoke("verify", "--adapters", "", "--reset", "zero"), "--adapters is empty")
+    _one_line_error(
+        _invoke("verify", "--adapters", "", "--reset", "zero"),
+        "--adapters must name at least one value",
+    )
