@@ -275,6 +275,21 @@ def test_a_deeply_nested_case_record_is_damaged(tmp_path: Path, levels: int) -> 
         CaseRecord.read(path)
 
 
+def test_merge_and_resume_call_a_deeply_nested_case_record_damaged(
+    fake_plugins: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    start_run(_config(["fake-ok"]), run, tmp_path, False)
+    case = next((run / "cases").glob("*.json"))
+    data = json.loads(case.read_text())
+    text = json.dumps({**data, "settings": {}})
+    case.write_text(text.replace('"settings": {}', f'"settings": {_deep(5000)}'))
+    before = _files(run)
+    for args in (["merge", str(run)], ["run", "--resume", "--out", str(run)]):
+        _one_line_error(_invoke(*args), "damaged or not JSON (nested too deeply")
+    assert _files(run) == before
+
+
 def test_a_summary_with_duplicated_rows_or_a_non_numeric_neurons_is_one_line(
     tmp_path: Path,
 ) -> None:
