@@ -176,7 +176,7 @@ def written_by_snnbench(path: Path) -> bool:
     ledger = _ledger(path.parent)
     if ledger is None:
         return False
-    if path.name == WRITTEN_LEDGER:
+    if path.name == WRITTEN_LEDGER or _leftover(path.name, ledger[1]):
         return True
     # the recorded content, or the one a replacement that was interrupted was writing
     expected = {table[path.name] for table in ledger if path.name in table}
@@ -184,6 +184,16 @@ def written_by_snnbench(path: Path) -> bool:
         return bool(expected) and _sha256(path) in expected
     except OSError:
         return False
+
+
+def _leftover(name: str, pending: dict[str, str]) -> bool:
+    """True for the temporary file (``.NAME.xxxxxxxx.tmp``, :func:`atomic_path`) that a write
+    killed outright (SIGKILL, a power cut) left of the ledger or of a file it has pending."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    # mkstemp's random part has no dot: what precedes it is the file's name
+    stem = name[1:-len(".tmp")].rpartition(".")[0]
+    return stem == WRITTEN_LEDGER or stem in pending
 
 
 def _write_ledger(folder: Path, files: dict[str, str], pending: dict[str, str]) -> None:
@@ -214,6 +224,11 @@ def write_recorded(path: Path, data: bytes) -> None:
     folder = path.parent
     digest = hashlib.sha256(data).hexdigest()
     files, pending = _ledger(folder) or ({}, {})
+    # what a killed write of this file or of the ledger left behind goes (nothing else)
+    for stale in (*folder.glob(f".{path.name}.*.tmp"), *folder.glob(f".{WRITTEN_LEDGER}.*.tmp")):
+        if _leftover(stale.name, pending) and not stale.is_symlink():
+            with contextlib.suppress(OSError):
+                stale.unlink()
     _write_ledger(folder, files, {**pending, path.name: digest})
     atomic_write_bytes(path, data)
     pending.pop(path.name, None)

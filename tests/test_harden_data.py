@@ -226,6 +226,45 @@ def test_a_report_interrupted_after_a_replacement_leaves_the_folder_its_own(
     assert "pending" not in json.loads((out / ".snnbench-written.json").read_text())
 
 
+KILL_MID_WRITE = """
+import os, signal, sys
+from pathlib import Path
+import snnbench.fileio
+from snnbench.report import report
+
+real = os.replace
+
+def replace(src, dst):
+    if Path(dst).name.endswith(sys.argv[3]):  # the new file is whole, not yet in place: killed
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+
+snnbench.fileio.os.replace = replace
+report(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_a_report_killed_mid_write_leaves_the_folder_its_own(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = _multilayer_run(tmp_path / "run")
+    out = tmp_path / "figs"
+    assert _invoke("report", str(run), "--out", str(out)).exit_code == 0
+    _multilayer_run(run, scale=3.0)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_MID_WRITE, str(run), str(out), "phases.png"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert list(out.glob(".*phases.png.*.tmp"))  # what the kill left
+    result = _invoke("report", str(run), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert not list(out.glob("*.tmp"))
+
+
 # -- item 22: damaged tables and deeply nested JSON are one line -----------------------------
 def _deep(levels: int) -> str:
     return "[" * levels + "]" * levels
