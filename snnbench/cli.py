@@ -245,6 +245,18 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _names(text: str, what: str) -> list[str]:
+    """The items of a comma list of names (``--dtype float32,bfloat16``), refusing an empty
+    list or an empty item before anything is made: ``--dtype ''`` would sweep nothing."""
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
+        fail(f"{what} must name at least one value, got {text!r}")
+    if not all(parts):
+        # "float32,,bfloat16" is a typo (a value left out), not the list of two
+        fail(f"{what} has an empty item: {text!r}")
+    return parts
+
+
 def _ints(text: str, what: str) -> list[int]:
     parts = [part.strip() for part in text.split(",")]
     if len(parts) > 1 and not all(parts):
@@ -386,7 +398,7 @@ def run(
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
     if adapters is not None:
-        run_overrides["adapters"] = tuple(_split(adapters))
+        run_overrides["adapters"] = tuple(_names(adapters, "--adapters"))
     for key, value in (("device", device), ("repeats", repeats), ("warmup", warmup),
                        ("timeout_s", timeout), ("threads", threads)):
         if value is not None:
@@ -409,11 +421,12 @@ def run(
         if ivalue is not None:
             network_overrides[key] = [ivalue]
     if dtype is not None:
-        network_overrides["dtype"] = _split(dtype)
+        network_overrides["dtype"] = _names(dtype, "--dtype")
     if precision is not None:
-        network_overrides["matmul_precision"] = _split(precision)
+        network_overrides["matmul_precision"] = _names(precision, "--precision")
     if reset is not None:
-        network_overrides["reset"] = ["subtract", "zero"] if reset == "both" else _split(reset)
+        network_overrides["reset"] = (["subtract", "zero"] if reset == "both"
+                                      else _names(reset, "--reset"))
     if detach_reset is not None:
         network_overrides["detach_reset"] = [detach_reset]
     if resume and (config or run_overrides or network_overrides):
@@ -432,7 +445,7 @@ def run(
         if option is not None:
             exec_overrides[key] = option
     if gpus is not None:
-        exec_overrides["gpus"] = tuple(_split(gpus))
+        exec_overrides["gpus"] = tuple(_names(gpus, "--gpus"))
     if setup:
         exec_overrides["slurm.setup"] = tuple(setup)
     cfg = RunConfig() if resume else build_config(config, run_overrides, network_overrides)
@@ -561,11 +574,11 @@ def _recorded_executor(out: Path | None) -> Any:
     """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
     read (resuming reports a missing or damaged manifest by itself)."""
     from snnbench.executors import ExecutorSettings
-    from snnbench.fileio import read_regular
+    from snnbench.fileio import parse_json, read_regular
 
     try:
         # never blocking: a FIFO there is a damaged folder, which resuming reports
-        manifest = json.loads(read_regular(Path(out or ".") / "manifest.json"))
+        manifest = parse_json(read_regular(Path(out or ".") / "manifest.json").decode("utf-8"))
         return ExecutorSettings.from_dict(manifest["config"].get("executor"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
         return ExecutorSettings()
@@ -721,12 +734,12 @@ def verify(
     from snnbench.storage import claim_folder, written_by_snnbench
     from snnbench.verify_cmd import run_verification
 
-    resets = list(RESET_MODES) if reset == "both" else _split(reset)
+    resets = list(RESET_MODES) if reset == "both" else _names(reset, "--reset")
     _choice("--reset", reset, resets, (*RESET_MODES, "both"))
     _choice("--device", device, [device], VERIFY_DEVICES)
     _choice("--detach-reset", detach_reset, [detach_reset], tuple(DETACH_CHOICES))
     request = VerifyRequest(
-        adapters=tuple(_split(adapters)), resets=tuple(resets),
+        adapters=tuple(_names(adapters, "--adapters")), resets=tuple(resets),
         neurons=tuple(_ints(neurons, "--neurons")), time_steps=steps,
         batch_size=batch_size, dtype=dtype, matmul_precision=precision, device=device,
         dump_dir=dump,

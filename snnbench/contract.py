@@ -35,7 +35,7 @@ from pydantic import (
     PlainValidator,
 )
 
-from snnbench.fileio import NotAFile, atomic_write_json, read_regular
+from snnbench.fileio import NotAFile, atomic_write_json, parse_json, read_regular
 from snnbench.sampling import PREPARE_TIMEOUT_S, TIMEOUT_S, VERIFY_TIME_STEPS, MeasureSettings
 from snnbench.schema import STATUSES, TIMED_PHASES
 from snnbench.spec import NetworkSpec
@@ -300,7 +300,7 @@ def _read_json(path: Path, cannot_read: str) -> Any:
     """The JSON data in ``path``; else a ContractError, ``cannot_read`` filled with path, exc."""
     try:
         # never a FIFO (it would block), nor a link out of a folder someone sent
-        return json.loads(read_regular(path, follow=False).decode("utf-8"))
+        return parse_json(read_regular(path, follow=False).decode("utf-8"))
     except NotAFile as exc:
         raise ContractError(f"damaged folder: {path} is {exc}; remove it") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -127,7 +127,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 #: the ledger of an output folder (``report --out``, ``verify --dump``): every file snnbench
 #: wrote there, with its SHA-256. A later command replaces exactly those, unchanged since;
-#: a file of the same name that the user wrote or edited is never touched
+#: a file of the same name that the user wrote or edited is never touched. Its ``pending``
+#: table holds the hash of a file being replaced (:func:`write_recorded`): either content is
+#: ours, so an interrupt between the replacement and the ledger's update loses nothing
 WRITTEN_LEDGER = ".snnbench-written.json"
 
 
@@ -144,17 +146,28 @@ def _sha256(path: Path) -> str:
 def written_files(folder: Path) -> dict[str, str] | None:
     """File name → SHA-256 of what snnbench wrote in ``folder``; {} when it has no ledger,
     None when its ledger is not one (damaged, or a foreign file of that name)."""
+    ledger = _ledger(folder)
+    return None if ledger is None else ledger[0]
+
+
+def _ledger(folder: Path) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The ledger's files and pending tables (name → SHA-256); empty ones when ``folder`` has
+    no ledger, None when its ledger is not one (damaged, or a foreign file of that name)."""
     ledger = folder / WRITTEN_LEDGER
     if not ledger.is_file():
-        return {}
+        return {}, {}
     try:
-        data = json.loads(ledger.read_text())
+        data = parse_json(ledger.read_text())
     except (OSError, ValueError):
         return None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict) or data.get("written_by") != "snnbench":
         return None
-    return {str(k): str(v) for k, v in files.items()}
+    pending = data.get("pending") or {}
+    if not isinstance(pending, dict):
+        return None
+    return ({str(k): str(v) for k, v in files.items()},
+            {str(k): str(v) for k, v in pending.items()})
 
 
 def written_by_snnbench(path: Path) -> bool:
@@ -162,24 +175,66 @@ def written_by_snnbench(path: Path) -> bool:
     for a sound ledger itself: what an output folder may hold and a command may replace."""
     if path.is_symlink() or not path.is_file():
         return False
-    files = written_files(path.parent)
-    if files is None:
+    ledger = _ledger(path.parent)
+    if ledger is None:
         return False
-    if path.name == WRITTEN_LEDGER:
+    if path.name == WRITTEN_LEDGER or _leftover(path.name, ledger[1]):
         return True
-    expected = files.get(path.name)
+    # the recorded content, or the one a replacement that was interrupted was writing
+    expected = {table[path.name] for table in ledger if path.name in table}
     try:
-        return expected is not None and _sha256(path) == expected
+        return bool(expected) and _sha256(path) in expected
     except OSError:
         return False
 
 
+def _leftover(name: str, pending: dict[str, str]) -> bool:
+    """True for the temporary file (``.NAME.xxxxxxxx.tmp``, :func:`atomic_path`) that a write
+    killed outright (SIGKILL, a power cut) left of the ledger or of a file it has pending."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    # mkstemp's random part has no dot: what precedes it is the file's name
+    stem = name[1:-len(".tmp")].rpartition(".")[0]
+    return stem == WRITTEN_LEDGER or stem in pending
+
+
+def _write_ledger(folder: Path, files: dict[str, str], pending: dict[str, str]) -> None:
+    data: dict[str, Any] = {"written_by": "snnbench", "files": files}
+    if pending:
+        data["pending"] = pending
+    atomic_write_json(folder / WRITTEN_LEDGER, data)
+
+
 def record_written(folder: Path, paths: list[Path]) -> None:
     """Add ``paths`` (files just written in ``folder``) to its ledger, atomically."""
-    files = written_files(folder) or {}
+    files, pending = _ledger(folder) or ({}, {})
     for path in paths:
         files[path.name] = _sha256(path)
-    atomic_write_json(folder / WRITTEN_LEDGER, {"written_by": "snnbench", "files": files})
+        pending.pop(path.name, None)
+    _write_ledger(folder, files, pending)
+
+
+def write_recorded(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (atomically) and record it in its folder's ledger, so that
+    an interrupt at any instant leaves a folder a later command accepts as its own.
+
+    The new content's hash is recorded as pending first, then the file is replaced, then the
+    ledger confirms it: the file on disk always matches the ledger's old or pending entry.
+    """
+    import hashlib
+
+    folder = path.parent
+    digest = hashlib.sha256(data).hexdigest()
+    files, pending = _ledger(folder) or ({}, {})
+    # what a killed write of this file or of the ledger left behind goes (nothing else)
+    for stale in (*folder.glob(f".{path.name}.*.tmp"), *folder.glob(f".{WRITTEN_LEDGER}.*.tmp")):
+        if _leftover(stale.name, pending) and not stale.is_symlink():
+            with contextlib.suppress(OSError):
+                stale.unlink()
+    _write_ledger(folder, files, {**pending, path.name: digest})
+    atomic_write_bytes(path, data)
+    pending.pop(path.name, None)
+    _write_ledger(folder, {**files, path.name: digest}, pending)
 
 
 def claim_folder(path: Path, flag: str, may_hold: Callable[[Path], bool]) -> None:
@@ -298,11 +353,36 @@ def replace_with_new_file(path: Path) -> int:
                    0o666)
 
 
-def read_json(path: Path, *, follow: bool = True) -> Any:
-    """Read a JSON file; a damaged one (or no regular file: :func:`read_regular`) raises
-    :class:`StorageError` naming it."""
+#: JSON nested deeper than this is no file snnbench wrote (a case record nests five levels):
+#: it is refused as damaged before any recursive code, the parser's included, overflows
+#: Python's stack on it (a RecursionError traceback)
+MAX_JSON_DEPTH = 64
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``; a text nested deeper than :data:`MAX_JSON_DEPTH` raises
+    :class:`json.JSONDecodeError`, as damaged JSON does, so every reader says "damaged"."""
     try:
-        return json.loads(read_regular(path, follow=follow))
+        data = json.loads(text)
+    except RecursionError as exc:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from exc
+    # walked without recursion: the point is to never recurse on it
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (node.values() if isinstance(node, dict)
+                    else node if isinstance(node, list) else ())
+        if children and depth >= MAX_JSON_DEPTH:
+            raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", text, 0)
+        stack.extend((child, depth + 1) for child in children)
+    return data
+
+
+def read_json(path: Path, *, follow: bool = True) -> Any:
+    """Read a JSON file; a damaged one (or no regular file: :func:`read_regular`, or JSON
+    nested too deeply: :func:`parse_json`) raises :class:`StorageError` naming it."""
+    try:
+        return parse_json(read_regular(path, follow=follow).decode("utf-8"))
     except FileNotFoundError as exc:
         raise StorageError(f"missing {path}") from exc
     except NotAFile as exc:

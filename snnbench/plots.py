@@ -3,12 +3,15 @@
 Every function takes rows of the summary table that belong to one *configuration group* (same
 device, dtype, batch, time steps, layers, reset: only neurons and adapters vary), writes one PNG
 and returns its path, or returns None when the rows hold nothing to draw, so a run with one
-adapter or one neuron count still gives a report without empty axes. Figures are built with
+adapter or one neuron count still gives a report without empty axes. Each PNG is recorded in its
+folder's ledger as it is written (:func:`snnbench.fileio.write_recorded`): a later report
+replaces it, and nothing else. Figures are built with
 :class:`matplotlib.figure.Figure` directly (no pyplot): no global state, no display needed.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +24,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from snnbench.contract import adapter_label
+from snnbench.fileio import write_recorded
 from snnbench.metrics import byte_unit, time_unit
 from snnbench.schema import FLOOR
 
@@ -60,7 +64,11 @@ def wants_log(values: Sequence[float]) -> bool:
 
 def _save(fig: Figure, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=_DPI, bbox_inches="tight")
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=_DPI, bbox_inches="tight")
+    # whole or not at all, and in the ledger with it: an interrupted report leaves a folder
+    # the next report still takes as its own
+    write_recorded(out, png.getvalue())
     return out
 
 

@@ -35,9 +35,8 @@ from snnbench.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
 from snnbench.storage import (
     Run,
     StorageError,
-    atomic_write_bytes,
     claim_folder,
-    record_written,
+    write_recorded,
     written_by_snnbench,
 )
 from snnbench.tables import case_text, format_table, reading_order, summary_table
@@ -340,8 +339,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
         images: list[tuple[str, Path]] = []
         for name, caption, draw in _PLOTS:
             path = draw(group.rows, out / f"{group.slug}{name}.png", group.title, colors)
-            if path is not None:
-                record_written(out, [path])
+            if path is not None:  # recorded in the ledger as it was written
                 images.append((caption, path))
                 written.append(path)
         sections.append((group.title, images, step_pivot_table(group.rows)))
@@ -363,10 +361,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
                  overhead=overhead_lines(summary), alerts=alert_lines(run))
     md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"
-    atomic_write_bytes(md_path, md.encode("utf-8"))
-    record_written(out, [md_path])
-    atomic_write_bytes(html_path, html_page.encode("utf-8"))
-    record_written(out, [html_path])
+    write_recorded(md_path, md.encode("utf-8"))
+    write_recorded(html_path, html_page.encode("utf-8"))
     return [*written, md_path, html_path]
 
 

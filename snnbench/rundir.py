@@ -42,11 +42,13 @@ from snnbench.fileio import (
     claim_folder,
     file_mode,
     os_reason,
+    parse_json,
     read_regular,
 )
 from snnbench.manifest import Manifest, upgraded
 from snnbench.overhead import PROBES
 from snnbench.schema import (
+    CASE_KEY,
     CASES_DIR,
     HOSTS_DIR,
     JOBS_DIR,
@@ -242,7 +244,7 @@ class RunFolder:
         if not file.is_file():
             raise StorageError(f"{self.path} is not a run folder: no {MANIFEST_FILE}")
         try:
-            data = json.loads(read_regular(file).decode("utf-8"))  # a FIFO never blocks
+            data = parse_json(read_regular(file).decode("utf-8"))  # a FIFO never blocks
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise StorageError(f"damaged manifest {file}: cannot read it: damaged or not JSON "
                                f"({exc})") from exc
@@ -400,6 +402,37 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
     return summary
 
 
+#: the numbers of a case: every row has them (a failed case too), whole and positive
+_CASE_SIZES = ("neurons", "batch_size", "time_steps", "layers")
+#: what one timed row of the summary is: one case (its key, its spec's hash and the network
+#: fields beyond the key), phase and metric; a failed case may have several rows (one per
+#: distinct failure), without a phase
+_ROW_IDENTITY = tuple(dict.fromkeys((
+    *CASE_KEY, "case_id", "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind",
+    "matmul_precision", "phase", "metric")))
+
+
+def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) -> None:
+    """Refuse, in one line, a summary no snnbench wrote: a case size that is not a whole
+    number ≥ 1 (``given``: the columns as read, to name the value), or a timed row twice (a
+    table, a plot or a comparison would have two values for one cell)."""
+    for col, raw in given.items():
+        values = summary[col]
+        bad = ~(values.notna() & (values >= 1) & (values == values.round()))
+        if bad.any():
+            shown = raw[bad.to_numpy()].iloc[0]
+            raise StorageError(f"damaged summary in {root}: column {col} holds {shown!r}, not "
+                               "a whole number ≥ 1")
+    timed = summary[summary["phase"] != ""]
+    twice = timed.duplicated(list(_ROW_IDENTITY), keep=False)
+    if twice.any():
+        row = timed[twice].iloc[0]
+        raise StorageError(
+            f"damaged summary in {root}: {int(twice.sum())} rows repeat another's case, phase "
+            f"and metric (e.g. {row['adapter']} case {row['case_id']} "
+            f"{row['phase']}/{row['metric']})")
+
+
 def load_run(path: str | Path, *, samples: bool = True) -> Run:
     """Load a run folder and check it against :mod:`snnbench.schema`.
 
@@ -436,7 +469,9 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
         raise StorageError(f"damaged summary in {root}: missing columns {', '.join(missing)}")
     if summary.empty:
         raise StorageError(f"empty run {root}: the summary has no rows")
+    sizes = {col: summary[col].copy() for col in _CASE_SIZES}
     _normalise(summary, _NUMERIC_SUMMARY, _TEXT_SUMMARY)
+    _check_rows(summary, sizes, root)
     # a bool in Parquet, the text "True"/"False" in the CSV fallback
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
                                  for v in summary["allow_mismatch"]]

@@ -34,6 +34,7 @@ from snnbench.fileio import (
     os_reason as os_reason,
     read_json as read_json,
     record_written as record_written,
+    write_recorded as write_recorded,
     written_by_snnbench as written_by_snnbench,
     written_files as written_files,
 )

@@ -15,12 +15,13 @@ docs/methodology.md, "What exact means under AMP") and gradients to a cosine, ne
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from snnbench.adapter import Adapter
+from snnbench.adapter import Adapter, Capabilities
 from snnbench.reference import (
     ReferenceResult,
     round_to_dtype as round_to_dtype,  # re-exported: it lived here
@@ -53,6 +54,9 @@ class Equivalence:
     bias_grad_cosine: float
     spike_rate: float
     reference_spike_rate: float
+    #: the arrays the adapter changed in place (``weights``, ``biases``, ``input``): it was given
+    #: copies, so the reference is the case's own network, but its result is of another one
+    changed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -62,6 +66,28 @@ class Equivalence:
         """Spike agreement is at least :data:`MIN_SPIKE_MATCH` for ``key`` (a dtype or an AMP
         mode: :func:`tolerance_key`)."""
         return self.spike_match >= MIN_SPIKE_MATCH[key]
+
+    def unproven(self, capabilities: Capabilities) -> str:
+        """Why this comparison shows nothing of what the adapter declares ("" when it shows
+        something): it changed the arrays it was given, or both sides are silent.
+
+        A stack whose last layer never fires agrees with the reference on every (absent) spike,
+        and zero gradients on both sides have no cosine: agreement on nothing is never a match
+        (``verify --layers 100``). A silent last layer alone still shows something: the
+        surrogate gradient depends on every membrane potential, so the gradients carry it.
+        """
+        if self.changed:
+            return (f"the adapter changed the {' and '.join(self.changed)} it was given in "
+                    "place: it computes another network than the case's")
+        flat = math.isnan(self.grad_cosine)
+        silent = self.spike_rate == 0 and self.reference_spike_rate == 0
+        hint = ("equivalence not shown (fewer layers, more time steps or a stronger input "
+                "make the last layer fire)")
+        if flat and silent and (capabilities.exact_dynamics or capabilities.exact_gradient):
+            return f"no output spike and zero weight gradients on both sides: {hint}"
+        if flat and capabilities.exact_gradient:
+            return "zero weight gradients on both sides: gradient equivalence not shown"
+        return ""
 
 
 def tolerance_key(spec: NetworkSpec) -> str:
@@ -85,12 +111,14 @@ def reference_for(data: CaseData) -> ReferenceResult:
     return run_reference(rounded)
 
 
-def _cosine(a: FloatArray, b: FloatArray) -> float:
+def _cosine(a: FloatArray, b: FloatArray, both_zero: float = math.nan) -> float:
+    """The cosine of ``a`` and ``b``; two zero vectors have none (``both_zero``: NaN, shown as
+    no value, never as a match)."""
     a64 = a.astype(np.float64).ravel()
     b64 = b.astype(np.float64).ravel()
     na, nb = np.linalg.norm(a64), np.linalg.norm(b64)
     if na == 0.0 and nb == 0.0:
-        return 1.0
+        return both_zero
     if na == 0.0 or nb == 0.0:
         return 0.0
     return float(a64 @ b64 / (na * nb))
@@ -120,15 +148,29 @@ def compare_outputs(
     if not (np.all(np.isfinite(gw)) and np.all(np.isfinite(gb))):
         raise ValueError("gradients contain NaN or inf")
     scale = float(np.abs(rw).max()) or 1.0
+    grad_cosine = _cosine(gw, rw)
     return Equivalence(
         spike_match=float(equal.mean()),
         first_diff_step=first_diff,
-        grad_cosine=_cosine(gw, rw),
+        grad_cosine=grad_cosine,
         grad_max_rel_err=float(np.abs(gw.astype(np.float64) - rw).max() / scale),
-        bias_grad_cosine=_cosine(gb, rb),
+        # a bias-free network's bias gradients are zero on both sides by construction: 1.0
+        # there, while the weight gradients carry a signal; none when nothing does
+        bias_grad_cosine=_cosine(gb, rb, both_zero=grad_cosine if math.isnan(grad_cosine)
+                                 else 1.0),
         spike_rate=float(spikes.mean()),
         reference_spike_rate=float(ref.mean()),
     )
+
+
+def _changed(data: CaseData, given: CaseData) -> tuple[str, ...]:
+    """The names of the arrays of ``given`` (copies of ``data``) that differ from ``data``."""
+    pairs = (("weights", data.weights, given.weights), ("biases", data.biases, given.biases),
+             ("input", (data.inputs,), (given.inputs,)))
+    return tuple(name for name, ours, theirs in pairs
+                 if len(ours) != len(theirs)
+                 or any(not np.array_equal(a, b, equal_nan=True)
+                        for a, b in zip(ours, theirs, strict=False)))
 
 
 def verification_spec(spec: NetworkSpec, time_steps: int = VERIFY_TIME_STEPS) -> NetworkSpec:
@@ -144,7 +186,11 @@ def check_adapter(
     Returns the equivalence and the arrays of a dump (time-major, reference layouts).
     """
     data = make_case_data(spec)
-    model = adapter.build(spec, data, device, variant)
+    # the adapter gets its own copies: what it does to them in place cannot move the reference,
+    # and a change shows that it computed another network (:meth:`Equivalence.unproven`)
+    given = CaseData(inputs=data.inputs.copy(), weights=tuple(w.copy() for w in data.weights),
+                     biases=tuple(b.copy() for b in data.biases), spec=spec)
+    model = adapter.build(spec, given, device, variant)
     try:
         model.zero_grad()
         handle = model.forward()
@@ -155,7 +201,8 @@ def check_adapter(
     finally:
         model.close()
     reference = reference_for(data)
-    equivalence = compare_outputs(spikes, grad_w, grad_b, reference)
+    equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
+                          changed=_changed(data, given))
     arrays: dict[str, FloatArray] = {
         "input": data.inputs,
         "weight": data.weights[0],

@@ -259,10 +259,15 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
     _record_equivalence(record, equivalence)
     problems = []
     key = tolerance_key(spec)
-    if capabilities.exact_dynamics and not equivalence.passes(key):
-        problems.append(f"spikes match only {equivalence.spike_match:.4%}")
-    if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[key]:
-        problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
+    unproven = equivalence.unproven(capabilities)
+    if unproven:
+        # silent on both sides, or another network: no bar is met by agreeing on nothing
+        problems.append(unproven)
+    else:
+        if capabilities.exact_dynamics and not equivalence.passes(key):
+            problems.append(f"spikes match only {equivalence.spike_match:.4%}")
+        if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[key]:
+            problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
     record.status = "mismatch" if problems else "ok"
     record.message = "; ".join(problems) or capabilities.approximation_note
     if job.dump_path:
@@ -370,14 +375,19 @@ def run_job(job: Job) -> CaseRecord:
             # exact dynamics, the weight-gradient cosine for one that declares exact gradients
             # (the bars of the spec's dtype and precision: AMP has its own)
             problems = []
-            if capabilities.exact_dynamics and not equivalence.passes(tolerance_key(spec)):
+            unproven = equivalence.unproven(capabilities)
+            if unproven:
+                # silent on both sides, or another network: never timed as exact
+                problems.append(unproven)
+            elif capabilities.exact_dynamics and not equivalence.passes(tolerance_key(spec)):
                 problems.append(
                     f"spikes match the reference on {equivalence.spike_match:.4%} "
                     f"(first differing step {equivalence.first_diff_step}); adapter declares "
                     "exact dynamics"
                 )
             bar = GRAD_COSINE_MIN[tolerance_key(spec)]
-            if capabilities.exact_gradient and not equivalence.grad_cosine >= bar:
+            if (not unproven and capabilities.exact_gradient
+                    and not equivalence.grad_cosine >= bar):
                 problems.append(
                     f"weight-gradient cosine {equivalence.grad_cosine:.6f} is below {bar}; "
                     "adapter declares exact gradients"

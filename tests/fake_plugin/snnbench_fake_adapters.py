@@ -273,3 +273,15 @@ class KillParentAdapter(_Base):
         os.kill(os.getppid(), signal.SIGKILL)
         time.sleep(30)  # the kernel's parent-death signal ends this worker first
         return NumpyModel(data)
+
+
+class MutatesAdapter(_Base):
+    """Scales the shared weights in place in build() and computes that other network (issue
+    33, item 14): its result must never be compared with a reference of the scaled arrays."""
+
+    name = "fake-mutates"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        for w in data.weights:
+            w *= 3.0
+        return NumpyModel(data)
