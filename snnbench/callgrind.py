@@ -21,7 +21,9 @@ note; the case itself stays ``ok``.
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -113,15 +115,35 @@ class Counts:
                 "phases": sorted(self.per_call), "instrumented": self.instrumented}
 
 
+@functools.cache
+def fixed_layout() -> tuple[str, ...]:
+    """``setarch ARCH -R``: the prefix that turns address-space randomisation off, where it
+    works here (else nothing). Hash tables keyed by addresses (torch's autograd graph, Python
+    objects hashed by id) probe differently at every layout: with randomisation the same case
+    counted 263,622 to 263,773 instructions per forward over seven runs, without it 263,858 to
+    263,860 over four (benchmarks/instructions_gate.py, docs/instructions.md)."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return ()
+    prefix = (setarch, platform.machine(), "-R")
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=30,
+                            check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else ()
+
+
 def command(job_path: Path, out_file: Path, instrument_at_start: bool) -> list[str]:
-    """The valgrind command line that counts the job in ``job_path``.
+    """The valgrind command line that counts the job in ``job_path`` (with the address space's
+    layout fixed where that works, :func:`fixed_layout`).
 
     Without instrumentation at the start the process imports its libraries at valgrind's
     plain speed and switches instrumentation on itself (``callgrind_control -i on``), about
     twice as fast as instrumenting the imports too; :func:`collect` falls back to
     instrumenting from the start where that switch fails.
     """
-    return ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+    return [*fixed_layout(), "valgrind", "--tool=callgrind", "--collect-atstart=no",
             f"--instr-atstart={'yes' if instrument_at_start else 'no'}",
             f"--callgrind-out-file={out_file}", "--quiet",
             sys.executable, "-m", "snnbench.callgrind_worker", str(job_path)]
