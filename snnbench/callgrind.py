@@ -157,6 +157,10 @@ def counting_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env[name] = "1"
     # str hashes (dict and set order) must not change the path through Python's code
     env["PYTHONHASHSEED"] = "0"
+    if platform.machine() in ("x86_64", "AMD64"):
+        # valgrind runs no AVX-512: the fused CPU scan is built for AVX2 here
+        # (snnbench.fused.cpu.MARCH_ENV), torch picks its AVX2 kernels from valgrind's CPUID
+        env.setdefault("SNNBENCH_FUSED_MARCH", "x86-64-v3")
     return env
 
 
