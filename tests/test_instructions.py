@@ -165,3 +165,16 @@ def test_a_tiny_torch_case_is_counted_into_the_summary(tmp_path: Path) -> None:
     assert step > forward  # a step is a forward and a backward
     record = json.loads(next((out / "cases").glob("torch--*.json")).read_text())
     assert record["status"] == "ok" and record["measurement"]["instructions"]["skipped"] == ""
+
+
+def test_counting_process_runs_one_thread_and_builds_fused_for_avx2(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from snnbench.fused import cpu
+
+    monkeypatch.delenv(cpu.MARCH_ENV, raising=False)
+    assert "-march=native" in cpu._flags()  # the timed build is the machine's own
+    env = callgrind.counting_env({"OMP_NUM_THREADS": "2"})
+    assert env["OMP_NUM_THREADS"] == "1" and env["PYTHONHASHSEED"] == "0"
+    if "SNNBENCH_FUSED_MARCH" in env:  # x86-64: valgrind runs no AVX-512
+        monkeypatch.setenv(cpu.MARCH_ENV, env["SNNBENCH_FUSED_MARCH"])
+        assert "-march=x86-64-v3" in cpu._flags() and "-march=native" not in cpu._flags()
