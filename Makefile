@@ -29,7 +29,7 @@ GPU_ARCHS ?=
 GPU_SETUP_ARGS ?=
 GPU_CHECK_ARGS ?=
 
-.PHONY: help setup bench test lint typecheck imports check dist-check image-check regress clean \
+.PHONY: help setup bench test lint typecheck imports check dist-check image-check regress clean valgrind \
 	gpu-setup gpu-check gpu-wheelhouse
 
 help:
@@ -65,8 +65,16 @@ bench: setup
 
 # lint and types first: CI runs make test, so a type or lint error fails the build; then the
 # wheel as users install it (an editable install hides a module the wheel forgets)
-test: setup check dist-check
+test: setup check dist-check valgrind
 	$(VENV)/bin/pytest -q
+
+# valgrind (Debian's package) for the instruction-count metric's tests (run --instructions,
+# tests/test_instructions.py): installed when missing where apt-get may run, else they skip
+valgrind:
+	@command -v valgrind >/dev/null 2>&1 \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		     && DEBIAN_FRONTEND=noninteractive apt-get install -y -q valgrind >/dev/null 2>&1; } \
+		|| echo "make: valgrind is missing (apt-get install -y valgrind): the instruction-count tests skip"
 
 # The sdist and the wheel built, checked, the wheel installed (not editable) into a fresh venv
 # outside the checkout and used from another folder: scripts/dist_check.py says each step.

@@ -378,6 +378,12 @@ def run(
         help="How idle CPU threads wait, for every adapter: passive (default: sleep at once, "
         "robust on a busy machine), active (spin), library (each library's own default).")
     ] = None,
+    instructions: Annotated[bool | None, typer.Option(
+        "--instructions/--no-instructions",
+        help="After timing each CPU case, count its phases' instructions under valgrind's "
+        "callgrind in a process of its own (a deterministic metric for 'compare --metric "
+        "instructions'; ~50x slower than the case, keep it small; docs/instructions.md).")
+    ] = None,
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
@@ -413,6 +419,8 @@ def run(
         run_overrides["strict"] = True
     if thread_wait is not None:
         run_overrides["thread_wait"] = thread_wait
+    if instructions is not None:
+        run_overrides["instructions"] = instructions
     if wheelhouse is not None:
         run_overrides["wheelhouse"] = wheelhouse
     if neurons is not None:
@@ -864,6 +872,13 @@ def compare(
         "snntorch@1.0.0,snntorch@1.1.0; 'base' is the base one), of one run or of two.")] = None,
     seed: Annotated[int, typer.Option(
         help="Seed of the bootstrap: the same runs and seed give the same verdict.")] = 0,
+    metric: Annotated[str | None, typer.Option(
+        help="Comma list of the metrics that gate (time_s, peak_mem_bytes, instructions); the "
+        "others are shown as info. 'instructions' alone: a deterministic CPU gate for a shared "
+        "runner (runs made with 'run --instructions').")] = None,
+    count_factor: Annotated[float, typer.Option(
+        help="Instruction-count ratio that counts as a regression (counts are deterministic: "
+        "no interval).")] = 1.02,
 ) -> None:
     """Gate a candidate against a baseline: pass (exit 0), fail (1) or inconclusive (3).
 
@@ -888,6 +903,7 @@ def compare(
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")
     _finite(factor, "--factor", low=1.0)
+    _finite(count_factor, "--count-factor", low=1.0)
     _finite(mem_threshold, "--mem-threshold", low=0.0, inclusive=True)
     if not 0 < alpha < 1:
         fail(f"--alpha must be between 0 and 1, got {alpha}")
@@ -907,9 +923,18 @@ def compare(
         environments = (names[0], names[1])
     elif candidate is None:
         fail("give a candidate run folder, or --envs to compare two environments of one run")
+    gated: tuple[str, ...] | None = None
+    if metric is not None:
+        from snnbench.compare import CompareError, check_gated_metrics
+
+        try:
+            gated = check_gated_metrics(tuple(_split(metric)))
+        except CompareError as exc:
+            fail(str(exc))
     result = compare_runs(
         baseline, candidate or baseline, factor=factor, mem_threshold=mem_threshold,
-        alpha=alpha, environments=environments, seed=seed,
+        alpha=alpha, environments=environments, seed=seed, count_factor=count_factor,
+        gated_metrics=gated,
         time_floor_s=None if time_floor_ms is None else time_floor_ms / 1e3,
         mem_floor_bytes=None if mem_floor_mib is None else mem_floor_mib * 2**20,
     )

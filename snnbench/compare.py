@@ -23,6 +23,11 @@ time (``time_s`` of forward, backward, step)
     interval lacks the spread between processes and the verdict says it rests on one process
     each. A time floor (``time_floor_s``, off by default) is a last resort for baselines taken
     on another day: a median difference below it is ``same`` whatever the interval.
+instructions (``instructions`` of forward, backward, step; the ``count`` rule)
+    deterministic counts (:mod:`snnbench.callgrind`): no interval, the ratio against
+    ``count_factor`` (1.02): ``regression`` above it, ``improved`` below 1/``count_factor``,
+    else ``same``. ``gated_metrics`` (``--metric instructions``) gates only the metrics named,
+    e.g. instructions alone on a shared runner whose wall times cannot resolve a few per cent.
 memory (``peak_mem_bytes``, the ``threshold`` rule)
     ``regression`` when candidate > baseline · (1 + ``mem_threshold``), ``improved`` when
     candidate < baseline / (1 + ``mem_threshold``) (the other way round for a metric where
@@ -72,7 +77,7 @@ from snnbench import gate, schema
 from snnbench.compare_warnings import manifest_warnings as manifest_warnings, placement_warnings
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
-from snnbench.metrics import format_value, metric as metric_info
+from snnbench.metrics import GATED, GateKind, format_value, metric as metric_info
 from snnbench.overhead import PROBES
 from snnbench.rundir import Run, RunDirError, load_run
 from snnbench.storage import label_networks
@@ -243,7 +248,7 @@ def _compare_metric(
                     test=test, baseline_status="ok", candidate_status="ok", note=note,
                     replicates_needed=needed, **extra)
 
-    rule_kind = metric_info(metric).gate_for(phase)
+    rule_kind = _rule_kind(metric, phase, rule)
     if not (math.isfinite(bm) and math.isfinite(cm)) or bm <= 0:
         mark: Mark = "not_comparable" if rule_kind != "info" else "info"
         return pair(mark, note="no positive median on both sides")
@@ -268,10 +273,30 @@ def _compare_metric(
                     f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
                     "resolve it")
         return pair(mark, ratio, test, note, interval, needed)
+    if rule_kind == "count":
+        return pair(gate.judge_count(ratio, rule.count_factor), ratio, test="count")
     if rule_kind == "threshold":
         return pair(_threshold_mark(bm, cm, rule.mem_threshold, rule.mem_floor(key),
                                     metric_info(metric).better), ratio, test="threshold")
     return pair("info", ratio)
+
+
+def _rule_kind(metric: str, phase: str, rule: Comparison) -> GateKind:
+    """The registry's rule for ``metric`` in ``phase``; ``info`` for a metric the comparison
+    does not gate (``gated_metrics``)."""
+    if rule.gated_metrics is not None and metric not in rule.gated_metrics:
+        return "info"
+    return metric_info(metric).gate_for(phase)
+
+
+def check_gated_metrics(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` if every one is a metric the gate can judge; else a :class:`CompareError`
+    naming the ones it cannot."""
+    bad = [n for n in names if n not in GATED]
+    if bad or not names:
+        raise CompareError(f"--metric takes gated metrics ({', '.join(GATED)}); got "
+                           f"{', '.join(bad) or 'none'}")
+    return names
 
 
 def _threshold_mark(bm: float, cm: float, threshold: float, floor: float,
@@ -418,6 +443,8 @@ def compare(
     time_floor_s: float | None = None,
     environments: tuple[str, str] | None = None,
     seed: int = 0,
+    count_factor: float = 1.02,
+    gated_metrics: tuple[str, ...] | None = None,
 ) -> Comparison:
     """Compare two run folders; see the module docstring for the rules.
 
@@ -425,6 +452,8 @@ def compare(
     ``time_floor_s`` and ``mem_floor_bytes`` replace the per-device defaults
     (:data:`TIME_FLOOR_S`: off, :data:`MEM_FLOOR_BYTES`) for every device; 0 turns a floor off.
     ``environments`` (baseline's, candidate's) compares those two library environments.
+    ``count_factor`` is the factor of deterministic counts (``instructions``);
+    ``gated_metrics`` gates only those metrics (the others are info).
     Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged,
     of another schema version or lacks a named environment, and :class:`CompareError` for
     impossible thresholds.
@@ -435,6 +464,10 @@ def compare(
         raise CompareError(f"mem_threshold must be a finite number >= 0 (got {mem_threshold})")
     if not 0.0 < alpha < 1.0:
         raise CompareError(f"alpha must be in (0, 1) (got {alpha})")
+    if not (math.isfinite(count_factor) and count_factor > 1.0):
+        raise CompareError(f"count_factor must be a finite number > 1 (got {count_factor})")
+    if gated_metrics is not None:
+        check_gated_metrics(gated_metrics)
     for name, floor in (("mem_floor_bytes", mem_floor_bytes), ("time_floor_s", time_floor_s)):
         if floor is not None and not (math.isfinite(floor) and floor >= 0.0):
             raise CompareError(f"{name} must be a finite number >= 0 (got {floor})")
@@ -463,6 +496,8 @@ def compare(
         warnings=manifest_warnings(base.manifest, cand.manifest) + placement_warnings(base, cand),
         environments=environments,
         seed=seed,
+        count_factor=count_factor,
+        gated_metrics=gated_metrics,
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     samples = (_samples(base), _samples(cand))

@@ -130,7 +130,18 @@ def _rule_line(cmp: Comparison) -> str:
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
             f"{floors}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
-            f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.")
+            f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.{_count_rule(cmp)}")
+
+
+def _count_rule(cmp: Comparison) -> str:
+    """The count rule and the gated metrics, where they matter ("" otherwise)."""
+    text = ""
+    if any(p.test == "count" for p in cmp.pairs):
+        text += (f" Instructions: fail above {cmp.count_factor:g}× (deterministic counts, "
+                 "no interval).")
+    if cmp.gated_metrics is not None:
+        text += f" Gated metrics: {', '.join(cmp.gated_metrics)} (the others are info)."
+    return text
 
 
 def to_markdown(cmp: Comparison) -> str:
@@ -178,6 +189,9 @@ def to_json(cmp: Comparison) -> str:
                  "method": gate.METHOD,
                  "resamples": gate.RESAMPLES, "seed": cmp.seed,
                  "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
+                 "count_factor": cmp.count_factor,
+                 "gated_metrics": (list(cmp.gated_metrics) if cmp.gated_metrics is not None
+                                   else None),
                  "min_samples": MIN_SAMPLES},
         "state": cmp.state,
         "exit_code": cmp.exit_code,
@@ -194,7 +208,7 @@ def to_json(cmp: Comparison) -> str:
 
 
 _SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
-_SHORT_TEST = {"threshold": "thr", "none": "n/a"}
+_SHORT_TEST = {"threshold": "thr", "none": "n/a", "count": "count"}
 _STYLES = {
     "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
     "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",

@@ -127,6 +127,9 @@ class RunSettings(MeasureSettings):
     verify_time_steps: Positive = VERIFY_TIME_STEPS
     allow_mismatch: _Flag = False
     energy: _Flag = True
+    #: count each timed phase's instructions under valgrind's callgrind after timing it, in
+    #: a process of its own (CPU cases; snnbench.callgrind, docs/instructions.md)
+    instructions: _Flag = False
     #: where library environments are cached ("": $SNNBENCH_ENV_CACHE or ~/.cache/snnbench/envs)
     env_cache: _Path = ""
     #: a folder of wheels: build library environments from it alone, offline ("": the index,

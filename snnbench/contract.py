@@ -235,6 +235,9 @@ class Job:
     verify_time_steps: int = VERIFY_TIME_STEPS
     allow_mismatch: bool = False
     energy: bool = True
+    #: count the timed phases' instructions under callgrind after timing (CPU only,
+    #: :mod:`snnbench.callgrind`)
+    instructions: bool = False
     #: position in the sweep (orders records that finished in the same millisecond)
     order: int = 0
     #: ``verify --dump``: where to write the arrays (.npz), "" for none

@@ -235,3 +235,13 @@ def replicates_needed(interval: RatioInterval, factor: float) -> int | None:
         if _student(interval.confidence, n) * unit / math.sqrt(n) < distance:
             return n
     return None
+
+
+def judge_count(ratio: float, factor: float) -> GateMark:
+    """The mark of a deterministic count's ratio (candidate / baseline) against ``factor``
+    (> 1), with no interval: the same code counts the same instructions to ~0.1 %, so the
+    ratio itself is the evidence. ``regression`` above ``factor``, ``improved`` below
+    1 / ``factor``, else ``same``."""
+    if ratio > factor:
+        return "regression"
+    return "improved" if ratio < 1.0 / factor else "same"

@@ -20,8 +20,10 @@ from typing import Final, Literal
 
 #: how the gate judges a metric: ``interval`` (the bootstrap interval of the ratio of medians
 #: against the factor, :mod:`snnbench.gate`), ``threshold`` (one value a side against
-#: ``mem_threshold`` and the device's floor) or ``info`` (ratio shown, never gating)
-GateKind = Literal["interval", "threshold", "info"]
+#: ``mem_threshold`` and the device's floor), ``count`` (a deterministic count: its ratio
+#: against ``count_factor``, no interval, :func:`snnbench.gate.judge_count`) or ``info``
+#: (ratio shown, never gating)
+GateKind = Literal["interval", "threshold", "count", "info"]
 Better = Literal["lower", "higher"]
 
 
@@ -127,6 +129,8 @@ METRICS: Final[dict[str, Metric]] = {m.name: m for m in (
     Metric("first_call_s", "s", "first call", format_seconds, per_case=True),
     Metric("firing_rate", "spikes/neuron/step", "firing rate", _plain(".4f", ""),
            per_case=True),
+    Metric("instructions", "Ir", "instructions", _plain(",.0f", "Ir"), short="instr",
+           gate="count", gate_phases=_TIMED),
     Metric("synops_per_step", "ops/step", "SynOps/step", _plain(",.0f", "ops/step"),
            per_case=True),
 )}

@@ -137,6 +137,11 @@ class Comparison:
     environments: tuple[str, str] | None = None
     #: the bootstrap's seed: the same runs and seed give the same verdict
     seed: int = 0
+    #: the factor of the ``count`` rule (deterministic counts: instructions): a ratio above it
+    #: fails, below 1 / it is improved
+    count_factor: float = 1.02
+    #: the only metrics that gate (``--metric``), the others shown as info; None: all
+    gated_metrics: tuple[str, ...] | None = None
 
     @property
     def same_versions(self) -> bool:

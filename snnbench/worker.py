@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snnbench import lifeline
+from snnbench import callgrind, lifeline
 from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
 from snnbench.contract import (
     DUMP_NOT_WRITTEN,
@@ -238,6 +238,24 @@ def _measure_energy(model: Model, settings: MeasureSettings) -> dict[str, list[f
     }
 
 
+def count_instructions(framework: str, job: Job, record: CaseRecord,
+                       since_prepared_s: float) -> None:
+    """The ``instructions`` metric of each timed phase, counted under callgrind in a process of
+    its own once the timing is over (:mod:`snnbench.callgrind`); where it cannot be counted,
+    ``measurement["instructions"]["skipped"]`` says why and the case stays ok."""
+    reason = callgrind.skip_reason(framework, job.device)
+    if reason:
+        counts = callgrind.Counts(skipped=reason)
+    else:
+        counts = callgrind.collect(job, Path(job.result_path).parent,
+                                   callgrind.budget(job.timeout_s, since_prepared_s))
+    for phase, value in counts.per_call.items():
+        record.samples.setdefault(phase, {})["instructions"] = [value]
+    record.measurement["instructions"] = counts.to_dict()
+    if counts.skipped:
+        print(f"instructions not counted: {counts.skipped}", file=sys.stderr, flush=True)
+
+
 def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
     record.equivalence = equivalence.to_dict()
     record.spike_match = equivalence.spike_match
@@ -352,6 +370,7 @@ def run_job(job: Job) -> CaseRecord:
         adapter.check_variant(variant, device)
         prepare_s = time.perf_counter() - start
         _mark_prepared(job)
+        prepared = time.monotonic()
         phase = "applying settings"
         record.settings = apply_framework_settings(adapter.framework, spec, job.threads)
         reason = device_available(adapter.framework, device)
@@ -409,6 +428,9 @@ def run_job(job: Job) -> CaseRecord:
         phase = "measuring"
         measure(adapter, job, record, prepare_s)
         record.samples["case"] = _case_metrics(small)
+        if job.instructions:
+            phase = "counting instructions"
+            count_instructions(adapter.framework, job, record, time.monotonic() - prepared)
         record.status = "ok"
     except AdapterUnavailable as exc:
         record.status = "unavailable"

@@ -462,6 +462,8 @@ def test_renderers(tmp_path: Path) -> None:
         "seed": 0,
         "time_floor_s": {"cpu": 0.0, "cuda": 0.0},
         "mem_floor_bytes": {"cpu": 10 * 2**20, "cuda": 2**20},
+        "count_factor": 1.02,
+        "gated_metrics": None,
         "min_samples": MIN_SAMPLES,
     }
     marks = {(p["neurons"], p["phase"], p["metric"]): p["mark"] for p in doc["pairs"]}

@@ -22,7 +22,7 @@ def test_the_registry_gives_units_labels_and_gate_rules() -> None:
     assert metrics.metric("time_s").gate_for("step") == "interval"
     assert metrics.metric("time_s").gate_for("setup") == "info"
     assert metrics.metric("peak_mem_bytes").gate_for("step") == "threshold"
-    assert metrics.GATED == ("time_s", "peak_mem_bytes")
+    assert metrics.GATED == ("time_s", "peak_mem_bytes", "instructions")
 
 
 def test_an_unknown_metric_reads_plainly_and_is_never_gated() -> None:

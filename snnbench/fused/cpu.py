@@ -65,6 +65,10 @@ _FLAGS: tuple[str, ...] = (
     "-shared",
     "-std=c++17",
 )
+#: the ``-march`` of the build, ``native`` unless set: the instruction counter
+#: (snnbench.callgrind) sets x86-64-v3 (AVX2), since valgrind cannot run AVX-512 code and a
+#: native build dies there of SIGILL
+MARCH_ENV = "SNNBENCH_FUSED_MARCH"
 _DTYPE_CODES: dict[torch.dtype, int] = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _ABI_VERSION = 1
 
@@ -104,6 +108,12 @@ def _compiler() -> str:
     raise BuildError("no C++ compiler found (set CXX, or install g++)")
 
 
+def _flags() -> tuple[str, ...]:
+    """:data:`_FLAGS` with the ``-march`` of :data:`MARCH_ENV` (``native`` by default)."""
+    march = os.environ.get(MARCH_ENV) or "native"
+    return tuple(f"-march={march}" if flag == "-march=native" else flag for flag in _FLAGS)
+
+
 def _cpu_flags() -> str:
     """The CPU feature flags: a -march=native build must not be reused on another CPU."""
     try:
@@ -125,7 +135,7 @@ def _build_key(cxx: str, source: bytes) -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         raise BuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from exc
     digest = hashlib.sha256()
-    for part in (source, " ".join(_FLAGS).encode(), version.encode(), _cpu_flags().encode()):
+    for part in (source, " ".join(_flags()).encode(), version.encode(), _cpu_flags().encode()):
         digest.update(part)
         digest.update(b"\0")
     return digest.hexdigest()[:16]
@@ -146,7 +156,7 @@ def _compile(cxx: str, source: str, target: Path) -> None:
     try:
         src.write_text(source)
         proc = subprocess.run(
-            [cxx, *_FLAGS, str(src), "-o", str(tmp)],
+            [cxx, *_flags(), str(src), "-o", str(tmp)],
             capture_output=True,
             text=True,
             timeout=300,

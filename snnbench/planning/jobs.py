@@ -67,6 +67,7 @@ def make_job(
         verify_time_steps=settings.verify_time_steps,
         allow_mismatch=settings.allow_mismatch,
         energy=settings.energy,
+        instructions=settings.instructions and task.device == "cpu",
         order=order,
         dump_path=dump_path,
         timeout_s=settings.timeout_s,

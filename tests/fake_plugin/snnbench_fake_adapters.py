@@ -131,6 +131,47 @@ class ToyAdapter(_Base):
         return model
 
 
+class TorchWorkAdapter(_Base):
+    """A torch adapter (counted by ``run --instructions``) of known work: the reference's
+    spikes, plus 20 torch matmuls (B, n) @ (n, n) in forward and 20 in backward, times
+    SNNBENCH_FAKE_WORK_SCALE rounded (1.05: 21 of each, 5 % more work to plant)."""
+
+    name = "fake-torch-work"
+    library = "torch"
+    framework = "torch"
+
+    def capabilities(self, variant: str) -> Capabilities:
+        from snnbench.neuron import SURROGATES
+
+        return Capabilities(devices=("cpu",), surrogates=SURROGATES)
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import torch
+
+        reps = round(20 * float(os.environ.get("SNNBENCH_FAKE_WORK_SCALE", "1")))
+        x = torch.ones(spec.batch_size, spec.neurons)
+        w = torch.full((spec.neurons, spec.neurons), 1.0 / spec.neurons)
+        model = NumpyModel(data)
+        plain_forward, plain_backward = model.forward, model.backward
+
+        def work() -> None:
+            y = x
+            for _ in range(reps):
+                y = y @ w
+
+        def forward() -> Any:
+            work()
+            return plain_forward()
+
+        def backward(handle: Any) -> None:
+            work()
+            plain_backward(handle)
+
+        model.forward = forward  # type: ignore[method-assign]
+        model.backward = backward  # type: ignore[method-assign]
+        return model
+
+
 class RaisesAdapter(_Base):
     name = "fake-raises"
     fault = "raises"
