@@ -53,6 +53,10 @@ def _processes_text(p: Pair) -> str:
 def _test_text(p: Pair) -> str:
     if p.test in ("student", "bootstrap"):
         return f"{p.interval_text} ({_processes_text(p)})"
+    if p.test == "paired":
+        return f"{p.interval_text} ({p.baseline_processes} pairs)"
+    if p.test == "identical":
+        return f"{p.interval_text} (identical samples)"
     if p.test == "ci99":
         return f"{p.interval_text} (99% CIs)"
     if p.test == "threshold":
@@ -121,11 +125,16 @@ def _rule_line(cmp: Comparison) -> str:
     devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
     floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
+    spread = (f"; stated process spread ±{cmp.process_spread:.0%}"
+              if cmp.process_spread is not None else "")
+    noise = (f"; a noisy run: changes within its noise ({cmp.noise_spread:.0%}) are at most "
+             "inconclusive" if cmp.noise_spread is not None else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(Student's t over the processes' medians; with one process a side a hierarchical "
-            "bootstrap of its samples; seed "
+            "(Student's t over the replicate-by-replicate ratios within one run, else over "
+            "the processes' medians; with one process a side a hierarchical bootstrap of its "
+            "samples, which alone never fails or improves; seed "
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
-            f"{floors}; memory regression = peak > "
+            f"{floors}{spread}{noise}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
             f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.")
 
@@ -173,6 +182,7 @@ def to_json(cmp: Comparison) -> str:
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
                  "confidence": 1.0 - cmp.alpha,
                  "method": gate.METHOD,
+                 "process_spread": cmp.process_spread, "noise_spread": cmp.noise_spread,
                  "resamples": gate.RESAMPLES, "seed": cmp.seed,
                  "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
                  "min_samples": MIN_SAMPLES},
