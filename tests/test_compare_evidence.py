@@ -282,3 +282,38 @@ def test_one_zero_process_of_three_is_not_called_one_process_a_side(tmp_path: Pa
     assert "one process a side" not in pair.note and "samples of 0" in pair.note
     doc = json.loads(format_comparison(compare(b, c), "json"))
     assert doc["state"] == "inconclusive"
+
+
+# ------------------------------------------------------------- the verdict is never cut
+
+
+@pytest.mark.parametrize("columns", ["60", "80", "120"])
+def test_the_verdict_prints_whole_at_any_width(tmp_path: Path, columns: str) -> None:
+    """Issue 32 item 5: at 80 columns, and into a pipe, the table shortened the ratio to `2.…`
+    and the mark to `inconclusi…`. The mark, ratio, interval and case now print whole; the
+    medians go first, then the table becomes one block per pair."""
+    rng = np.random.default_rng(8)
+    kw = dict(processes=3, process_noise=0.02)
+    base = [
+        timed_case("spikingjelly", n, rng, median_s=1e-3, variant="torch", **kw) for n in (64, 128)
+    ]
+    cand = [
+        timed_case("spikingjelly", 64, rng, median_s=2e-3, variant="torch", **kw),
+        timed_case("spikingjelly", 128, rng, median_s=1.3e-3, variant="torch", **kw),
+    ]
+    b, c = write_run(tmp_path / "b", base), write_run(tmp_path / "c", cand)
+    doc = json.loads(run_cli("compare", str(b), str(c), "-f", "json").stdout)
+    proc = run_cli("compare", str(b), str(c), env={"COLUMNS": columns})
+    assert proc.returncode in (1, 3), proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "…" not in out, out
+    assert max(map(len, out.splitlines())) <= int(columns), out
+    words = set(out.split())
+    shown = [p for p in doc["pairs"] if p["mark"] not in ("same", "info", "not_run")]
+    assert shown
+    for p in shown:
+        assert p["mark"].replace("_", " ").split()[0] in words
+        assert f"{p['ratio']:.2f}" in out and f"n={p['neurons']}" in words
+        if p["ci_low"] is not None:
+            assert f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]" in out, out
+    assert "spikingjelly:torch" in words
