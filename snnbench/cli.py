@@ -852,8 +852,9 @@ def compare(
     medians; a bootstrap of the samples with one process a side): fail when it lies above
     --factor, inconclusive when it straddles it (the verdict says how many replicates would
     resolve it), pass below. The rule: a time regression or improvement needs replicates on
-    both sides or a stated --process-spread, and a change larger than the noise of a noisy
-    run; otherwise the pair is at most inconclusive; identical samples always pass. ok →
+    both sides or a stated --process-spread, and, unless paired, a change larger than the
+    noise of a noisy run; otherwise the pair is at most inconclusive; identical samples always
+    pass. ok →
     error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass, 1 fail, 3 inconclusive, 2
     usage errors, unusable folders or nothing comparable.
     """

@@ -107,9 +107,9 @@ class CompareError(UserError, ValueError):
 TIME_RULE = (
     "A time regression or improvement needs evidence of the spread between processes: "
     "replicates on both sides (paired replicate by replicate within one interleaved run) or a "
-    "stated --process-spread, and, when a run was noisy, a change larger than the largest "
-    "spread its noise produced; otherwise the pair is at most inconclusive, and identical "
-    "samples always pass.")
+    "stated --process-spread, and, when a run was noisy and its replicates were not paired, a "
+    "change larger than the largest spread its noise produced; otherwise the pair is at most "
+    "inconclusive, and identical samples always pass.")
 
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
@@ -324,6 +324,8 @@ def _compare_metric(
 
 #: tests whose interval holds the spread between processes (or needs none)
 _BETWEEN_PROCESSES = frozenset({"identical", "paired", "student"})
+#: tests whose interval measured the noise of the run it judges (pairs that ran side by side)
+_NOISE_MEASURED = frozenset({"identical", "paired"})
 
 
 def _time_mark(interval: RatioInterval, test: str,
@@ -345,7 +347,10 @@ def _time_mark(interval: RatioInterval, test: str,
             f"would be {mark} ({sides}): samples inside one process cannot show how far a "
             f"whole process drifts; run --replicates {gate.MIN_SUGGESTED} or more, or state "
             "--process-spread"), gate.MIN_SUGGESTED
+    # paired replicates ran side by side in the noisy run itself: their interval has measured
+    # the noise that does not cancel; other intervals must outdo the noise the run produced
     if (mark in ("regression", "improved") and rule.noise_spread is not None
+            and test not in _NOISE_MEASURED
             and gate.judge(judged.widened(rule.noise_spread), rule.factor) != mark):
         return "inconclusive", (
             f"would be {mark}, but a run was noisy and its noise reached "
@@ -539,6 +544,7 @@ def compare(
     _check_samples(base, samples[0])
     if cand.path.resolve() != base.path.resolve():
         _check_samples(cand, samples[1])
+    noise_spread = _noise_spread(base, cand)  # over the whole runs, every environment
     if environments is not None:
         base = only_environment(base, environments[0])
         cand = only_environment(cand, environments[1])
@@ -559,7 +565,7 @@ def compare(
         process_spread=process_spread,
         # one run: replicate i of each side ran side by side (ABBA order), or is the same
         paired=base.run_id == cand.run_id,
-        noise_spread=_noise_spread(base, cand),
+        noise_spread=noise_spread,
     )
     b_cases, c_cases = _cases(base), _cases(cand)
     for key in sorted(b_cases.keys() | c_cases.keys(), key=lambda k: tuple(map(str, k))):

@@ -127,8 +127,8 @@ def _rule_line(cmp: Comparison) -> str:
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
     spread = (f"; stated process spread ±{cmp.process_spread:.0%}"
               if cmp.process_spread is not None else "")
-    noise = (f"; a noisy run: changes within its noise ({cmp.noise_spread:.0%}) are at most "
-             "inconclusive" if cmp.noise_spread is not None else "")
+    noise = (f"; a noisy run: unpaired changes within its noise ({cmp.noise_spread:.0%}) are "
+             "at most inconclusive" if cmp.noise_spread is not None else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
             "(Student's t over the replicate-by-replicate ratios within one run, else over "
             "the processes' medians; with one process a side a hierarchical bootstrap of its "
