@@ -854,9 +854,8 @@ def compare(
     resolve it), pass below. The rule: a time regression or improvement needs replicates on
     both sides or a stated --process-spread, and, unless paired, a change larger than the
     noise of a noisy run; otherwise the pair is at most inconclusive; identical samples always
-    pass. ok →
-    error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass, 1 fail, 3 inconclusive, 2
-    usage errors, unusable folders or nothing comparable.
+    pass. A case going from ok to error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass,
+    1 fail, 3 inconclusive, 2 usage errors, unusable folders or nothing comparable.
     """
     from snnbench.compare import compare as compare_runs
     from snnbench.compare_output import render

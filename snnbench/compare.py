@@ -460,8 +460,10 @@ def _phase_metric_order(pm: tuple[str, str]) -> tuple[int, str, str]:
 def _run_noise(run: Run) -> float:
     """The largest spread noise produced in ``run``: over its ok time rows of the timed phases,
     the larger of the spread between replicate medians and IQR / median (0 when unknown)."""
+    # the harness probes time nothing (a no-op's spread says little of the network's)
     rows = run.summary[(run.summary["metric"] == "time_s") & (run.summary["status"] == "ok")
-                       & run.summary["phase"].isin(schema.TIMED_PHASES)]
+                       & run.summary["phase"].isin(schema.TIMED_PHASES)
+                       & ~run.summary["adapter"].isin(PROBES)]
     spreads = [0.0]
     for _, row in rows.iterrows():
         median = float(row["median"])
