@@ -348,3 +348,11 @@ def test_the_verdict_prints_whole_at_any_width(tmp_path: Path, columns: str) -> 
         if p["ci_low"] is not None:
             assert f"[{p['ci_low']:.2f}, {p['ci_high']:.2f}]" in out, out
     assert "spikingjelly:torch" in words
+
+
+def test_the_rule_is_in_compare_help() -> None:
+    proc = run_cli("compare", "--help", env={"COLUMNS": "200"})
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "needs replicates on both sides or a stated --process-spread" in text
+    assert "identical samples always pass" in text
