@@ -879,6 +879,10 @@ def compare(
     count_factor: Annotated[float, typer.Option(
         help="Instruction-count ratio that counts as a regression (counts are deterministic: "
         "no interval).")] = 1.02,
+    process_spread: Annotated[float | None, typer.Option(
+        help="The spread between processes you know for pairs with one process a side (0.3: "
+        "±30 %): their interval is widened by it and may then fail or improve; without it "
+        "they are at most inconclusive.")] = None,
 ) -> None:
     """Gate a candidate against a baseline: pass (exit 0), fail (1) or inconclusive (3).
 
@@ -889,13 +893,15 @@ def compare(
 
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
-    Each time pair gets an interval of the median ratio with the process as the unit (Student's
-    t over the replicates' medians; a bootstrap of the samples with one process a side): fail
-    when it lies above --factor, inconclusive
-    when it straddles it (the verdict says how many replicates would resolve it), pass below.
-    Without replicates the verdict rests on one process each. ok → error/oom/timeout/lost/
-    mismatch fails. Exit codes: 0 pass, 1 fail, 3 inconclusive, 2 usage errors, unusable
-    folders or nothing comparable.
+    Each time pair gets an interval of the median ratio with the process as the unit (within
+    one run, Student's t over the replicate-by-replicate ratios; else over the replicates'
+    medians; a bootstrap of the samples with one process a side): fail when it lies above
+    --factor, inconclusive when it straddles it (the verdict says how many replicates would
+    resolve it), pass below. The rule: a time regression or improvement needs replicates on
+    both sides or a stated --process-spread, and, unless paired, a change larger than the
+    noise of a noisy run; otherwise the pair is at most inconclusive; identical samples always
+    pass. A case going from ok to error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass,
+    1 fail, 3 inconclusive, 2 usage errors, unusable folders or nothing comparable.
     """
     from snnbench.compare import compare as compare_runs
     from snnbench.compare_output import render
@@ -909,6 +915,8 @@ def compare(
         fail(f"--alpha must be between 0 and 1, got {alpha}")
     if time_floor_ms is not None:
         _finite(time_floor_ms, "--time-floor-ms", low=0.0, inclusive=True)
+    if process_spread is not None:
+        _finite(process_spread, "--process-spread", low=0.0, inclusive=True)
     if mem_floor_mib is not None:
         _finite(mem_floor_mib, "--mem-floor-mib", low=0.0, inclusive=True)
         # in bytes it must stay a number too (1e308 MiB is not): said with the flag's name,
@@ -934,7 +942,7 @@ def compare(
     result = compare_runs(
         baseline, candidate or baseline, factor=factor, mem_threshold=mem_threshold,
         alpha=alpha, environments=environments, seed=seed, count_factor=count_factor,
-        gated_metrics=gated,
+        gated_metrics=gated, process_spread=process_spread,
         time_floor_s=None if time_floor_ms is None else time_floor_ms / 1e3,
         mem_floor_bytes=None if mem_floor_mib is None else mem_floor_mib * 2**20,
     )

@@ -111,6 +111,15 @@ MEM_FLOOR_BYTES: dict[str, float] = {"cpu": 10 * 2**20, "cuda": 2**20}
 class CompareError(UserError, ValueError):
     """Impossible thresholds or floors; one line."""
 
+
+#: the time rule in one sentence (``compare --help`` and docs/report-compare.md say it too)
+TIME_RULE = (
+    "A time regression or improvement needs evidence of the spread between processes: "
+    "replicates on both sides (paired replicate by replicate within one interleaved run) or a "
+    "stated --process-spread, and, when a run was noisy and its replicates were not paired, a "
+    "change larger than the largest spread its noise produced; otherwise the pair is at most "
+    "inconclusive, and identical samples always pass.")
+
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
 _TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment",
@@ -169,8 +178,9 @@ def _cases(run: Run) -> dict[CaseKey, _Case]:
     return out
 
 
-#: raw samples of one (case, phase, metric): one array per process (replicate)
-Processes = list[np.ndarray]
+#: raw samples of one (case, phase, metric): replicate index → that process's finite samples
+#: (a process whose samples are all NaN keeps an empty array: it is damaged data, not absent)
+Processes = dict[int, np.ndarray]
 
 
 def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
@@ -183,34 +193,92 @@ def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
         first = rows.iloc[0]
         key = (*(str(first[c]) for c in schema.CASE_IDENTITY), str(first["phase"]),
                str(first["metric"]))
-        groups = []
+        groups: Processes = {}
         # runs written before replicates (or by hand) may leave the column empty: process 0
-        for _, one in rows.groupby(rows["replicate"].fillna(0), sort=True):
+        for replicate, one in rows.groupby(rows["replicate"].fillna(0), sort=True):
             values = one["value"].to_numpy(float)
-            if np.isfinite(values).any():
-                groups.append(values[np.isfinite(values)])
+            groups[int(replicate)] = values[np.isfinite(values)]
         out[key] = groups
     return out
+
+
+def _check_samples(run: Run, samples: dict[tuple[Any, ...], Processes]) -> None:
+    """Refuse a run whose summary does not match its raw samples: each summary median must be
+    the median of the pooled samples (within rounding), and no time may be negative. Damaged or
+    edited data (samples × 3 beside an unchanged summary, negated medians, samples all NaN
+    beside a finite median) would otherwise be judged as a measurement."""
+    where = run.path / (schema.SUMMARY_PARQUET if (run.path / schema.SUMMARY_PARQUET).is_file()
+                        else schema.SUMMARY_CSV)
+    for _, row in run.summary.iterrows():
+        metric, median = str(row["metric"]), float(row["median"])
+        # the samples' key: the case's identity (see _samples)
+        key = (*(str(row[c]) for c in schema.CASE_IDENTITY), str(row["phase"]), metric)
+        what = f"{row['adapter']} {row['phase']} {metric}"
+        if metric_info(metric).unit == "s" and median < 0:
+            raise RunDirError(f"{where}: {what} has a negative median ({median:g}): the folder "
+                              "is damaged")
+        groups = samples.get(key)
+        if groups is None or str(row["status"]) != "ok":
+            continue
+        pooled = np.concatenate(list(groups.values())) if groups else np.array([])
+        if metric_info(metric).unit == "s" and (pooled < 0).any():
+            raise RunDirError(f"{run.path / schema.SAMPLES_PARQUET}: {what} has negative "
+                              "samples: the folder is damaged")
+        if not math.isfinite(median) and not pooled.size:
+            continue  # nothing measured, said so on both sides (no positive median to judge)
+        found = float(np.median(pooled)) if pooled.size else math.nan
+        if not (math.isfinite(found) and math.isclose(found, median, rel_tol=1e-6,
+                                                      abs_tol=1e-300)):
+            raise RunDirError(
+                f"{where}: the median of {what} ({median:g}) does not match its samples in "
+                f"{schema.SAMPLES_PARQUET} ({found:g}): the folder is damaged or was edited")
+
+
+def _identical(bs: Processes, cs: Processes) -> bool:
+    """The same processes with the same samples on both sides (a run compared with itself)."""
+    return bs.keys() == cs.keys() and all(np.array_equal(bs[r], cs[r]) for r in bs)
 
 
 def _interval(
     key: CaseKey, phase: str, b: pd.Series, c: pd.Series,
     samples: tuple[Processes | None, Processes | None], rule: Comparison,
-) -> tuple[RatioInterval | None, str]:
-    """The ratio's interval and how it was found: ``student`` from the process medians (two or
-    more processes a side), ``bootstrap`` from the raw samples of one process a side, ``ci99``
-    from the medians' 99 % CIs when there are no raw samples, else ``none``."""
+) -> tuple[RatioInterval | None, str, str]:
+    """The ratio's interval, how it was found and, without one, why: ``identical`` (the same
+    samples on both sides: the point 1), ``paired`` from replicates that ran side by side (one
+    interleaved run), ``student`` from the process medians (two or more processes a side),
+    ``bootstrap`` from the raw samples of one process a side, ``ci99`` from the medians' 99 %
+    CIs when there are no raw samples, else ``none``."""
     bs, cs = samples
-    if bs and cs:
-        enough = all(len(side) >= 2 or sum(map(len, side)) >= MIN_SAMPLES for side in (bs, cs))
-        if enough:
-            seed = gate.pair_seed(rule.seed, *key, phase)
+    confidence = 1.0 - rule.alpha
+    if bs is not None and cs is not None:
+        b_groups = {r: g for r, g in bs.items() if len(g)}
+        c_groups = {r: g for r, g in cs.items() if len(g)}
+        if not b_groups or not c_groups:
+            return None, "none", "no finite sample on one side"
+        n_samples = (sum(map(len, b_groups.values())), sum(map(len, c_groups.values())))
+        if _identical(bs, cs):
+            return RatioInterval(1.0, 1.0, 1.0, (len(b_groups), len(c_groups)), n_samples,
+                                 confidence), "identical", ""
+        both = sorted(b_groups.keys() & c_groups.keys())
+        if rule.paired and len(both) >= 2:
             try:
-                interval = gate.ratio_interval(bs, cs, confidence=1.0 - rule.alpha, seed=seed)
-            except ValueError:
-                return None, "none"
-            return interval, "bootstrap" if interval.one_process else "student"
-        return None, "none"
+                return gate.paired_interval([b_groups[r] for r in both],
+                                            [c_groups[r] for r in both],
+                                            confidence=confidence), "paired", ""
+            except ValueError as exc:
+                return None, "none", str(exc)
+        b_list, c_list = list(b_groups.values()), list(c_groups.values())
+        enough = all(len(side) >= 2 or n >= MIN_SAMPLES
+                     for side, n in zip((b_list, c_list), n_samples, strict=True))
+        if not enough:
+            return None, "none", (f"fewer than {MIN_SAMPLES} samples and one process a side: "
+                                  "no interval (raise the repeat count, or --replicates)")
+        seed = gate.pair_seed(rule.seed, *key, phase)
+        try:
+            interval = gate.ratio_interval(b_list, c_list, confidence=confidence, seed=seed)
+        except ValueError as exc:
+            return None, "none", f"no interval: {exc}"
+        return interval, "bootstrap" if interval.one_process else "student", ""
     lo_b, hi_b = float(b["ci99_low"]), float(b["ci99_high"])
     lo_c, hi_c = float(c["ci99_low"]), float(c["ci99_high"])
     if all(math.isfinite(v) and v > 0 for v in (lo_b, hi_b, lo_c, hi_c)):
@@ -218,8 +286,9 @@ def _interval(
         processes = (int(_number(b, "replicates", 1)), int(_number(c, "replicates", 1)))
         samples_n = (int(_number(b, "n_samples", 0)), int(_number(c, "n_samples", 0)))
         return RatioInterval(float(c["median"]) / float(b["median"]), lo_c / hi_b, hi_c / lo_b,
-                             processes, samples_n, 0.99), "ci99"
-    return None, "none"
+                             processes, samples_n, 0.99), "ci99", ""
+    return None, "none", (f"fewer than {MIN_SAMPLES} samples and one process a side: no "
+                          "interval (raise the repeat count, or --replicates)")
 
 
 def _number(row: pd.Series, name: str, default: float) -> float:
@@ -254,24 +323,18 @@ def _compare_metric(
         return pair(mark, note="no positive median on both sides")
     ratio = cm / bm
     if rule_kind == "interval":
-        interval, test = _interval(key, phase, b, c, samples, rule)
+        interval, test, why = _interval(key, phase, b, c, samples, rule)
         if interval is None:
-            return pair("inconclusive", ratio, test, note=(
-                f"fewer than {MIN_SAMPLES} samples and one process a side: no interval "
-                "(raise the repeat count, or --replicates)"))
-        mark = gate.judge(interval, rule.factor)
-        note, needed = "", 0
+            return pair("inconclusive", ratio, test, note=why)
+        mark, note, needed = _time_mark(interval, test, rule)
         floor = rule.time_floor(key)
         if mark != "same" and abs(cm - bm) < floor:
             note = (f"would be {mark}, but the medians differ by less than the "
                     f"{format_value(floor, metric)} time floor")
             mark = "same"
-        elif mark == "inconclusive":
+        elif mark == "inconclusive" and not note:
             needed = gate.replicates_needed(interval, rule.factor) or 0
-            note = (f"the interval straddles {rule.factor:g}: about {needed} replicates a side "
-                    "would resolve it" if needed else
-                    f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
-                    "resolve it")
+            note = _straddle_note(interval, rule, needed)
         return pair(mark, ratio, test, note, interval, needed)
     if rule_kind == "count":
         return pair(gate.judge_count(ratio, rule.count_factor), ratio, test="count")
@@ -297,6 +360,58 @@ def check_gated_metrics(names: tuple[str, ...]) -> tuple[str, ...]:
         raise CompareError(f"--metric takes gated metrics ({', '.join(GATED)}); got "
                            f"{', '.join(bad) or 'none'}")
     return names
+
+
+#: tests whose interval holds the spread between processes (or needs none)
+_BETWEEN_PROCESSES = frozenset({"identical", "paired", "student"})
+#: tests whose interval measured the noise of the run it judges (pairs that ran side by side)
+_NOISE_MEASURED = frozenset({"identical", "paired"})
+
+
+def _time_mark(interval: RatioInterval, test: str,
+               rule: Comparison) -> tuple[Mark, str, int]:
+    """The time mark of ``interval`` under the gate's evidence rules, a note when a rule held
+    a verdict back (see :data:`TIME_RULE`), and the replicates a side that would settle it."""
+    if not interval.finite:
+        return "inconclusive", ("the interval is not finite (samples of 0 or an extreme "
+                                "--alpha): it decides nothing"), 0
+    between = test in _BETWEEN_PROCESSES
+    judged = interval
+    if not between and rule.process_spread is not None:
+        judged = interval.widened(rule.process_spread)
+    mark: Mark = gate.judge(judged, rule.factor)
+    if mark in ("regression", "improved") and not between and rule.process_spread is None:
+        sides = ("one process a side" if interval.one_process
+                 else "no raw samples of the processes")
+        return "inconclusive", (
+            f"would be {mark} ({sides}): samples inside one process cannot show how far a "
+            f"whole process drifts; run --replicates {gate.MIN_SUGGESTED} or more, or state "
+            "--process-spread"), gate.MIN_SUGGESTED
+    # paired replicates ran side by side in the noisy run itself: their interval has measured
+    # the noise that does not cancel; other intervals must outdo the noise the run produced
+    if (mark in ("regression", "improved") and rule.noise_spread is not None
+            and test not in _NOISE_MEASURED
+            and gate.judge(judged.widened(rule.noise_spread), rule.factor) != mark):
+        return "inconclusive", (
+            f"would be {mark}, but a run was noisy and its noise reached "
+            f"{rule.noise_spread:.0%}: the change is not larger than that"), 0
+    if judged is not interval and mark == "inconclusive" and gate.judge(
+            interval, rule.factor) != "inconclusive":
+        return mark, (f"straddles {rule.factor:g} once widened by the stated process spread "
+                      f"±{rule.process_spread:.0%}"), 0
+    return mark, "", 0
+
+
+def _straddle_note(interval: RatioInterval, rule: Comparison, needed: int) -> str:
+    """Why an interval straddles the factor, and whether more replicates would settle it."""
+    if needed:
+        return (f"the interval straddles {rule.factor:g}: about {needed} replicates a side "
+                "would resolve it")
+    if abs(math.log(interval.ratio / rule.factor)) < 0.005:
+        return (f"the ratio sits on the factor {rule.factor:g}: more replicates would not "
+                "resolve it")
+    return (f"the interval straddles {rule.factor:g}: more than {gate.MAX_SUGGESTED} replicates "
+            f"a side would be needed at alpha {rule.alpha:g}")
 
 
 def _threshold_mark(bm: float, cm: float, threshold: float, floor: float,
@@ -414,6 +529,31 @@ def _joined_cases(
     return out
 
 
+def _run_noise(run: Run) -> float:
+    """The largest spread noise produced in ``run``: over its ok time rows of the timed phases,
+    the larger of the spread between replicate medians and IQR / median (0 when unknown)."""
+    # the harness probes time nothing (a no-op's spread says little of the network's)
+    rows = run.summary[(run.summary["metric"] == "time_s") & (run.summary["status"] == "ok")
+                       & run.summary["phase"].isin(schema.TIMED_PHASES)
+                       & ~run.summary["adapter"].isin(PROBES)]
+    spreads = [0.0]
+    for _, row in rows.iterrows():
+        median = float(row["median"])
+        for value in (float(row["replicate_spread"]),
+                      float(row["iqr"]) / median if median > 0 else math.nan):
+            if math.isfinite(value):
+                spreads.append(value)
+    return max(spreads)
+
+
+def _noise_spread(base: Run, cand: Run) -> float | None:
+    """The largest noise spread of the runs whose manifest says they were noisy (None when
+    neither was): a time verdict must exceed it (:data:`TIME_RULE`)."""
+    noisy = [run for run in (base, cand) if isinstance(run.manifest.get("noise"), dict)
+             and run.manifest["noise"].get("noisy")]
+    return max(_run_noise(run) for run in noisy) if noisy else None
+
+
 def environment_names(run: Run) -> list[str]:
     """The library environments of a run (``base`` for the base one), in table order."""
     names = dict.fromkeys(str(e) or BASE_ENVIRONMENT for e in run.summary["environment"])
@@ -445,6 +585,7 @@ def compare(
     seed: int = 0,
     count_factor: float = 1.02,
     gated_metrics: tuple[str, ...] | None = None,
+    process_spread: float | None = None,
 ) -> Comparison:
     """Compare two run folders; see the module docstring for the rules.
 
@@ -454,6 +595,8 @@ def compare(
     ``environments`` (baseline's, candidate's) compares those two library environments.
     ``count_factor`` is the factor of deterministic counts (``instructions``);
     ``gated_metrics`` gates only those metrics (the others are info).
+    ``process_spread`` states the spread between processes (0.3: ±30 %) for pairs with one
+    process a side; without it their time verdict is at most ``inconclusive``.
     Raises :class:`~snnbench.rundir.RunDirError` when either folder is missing, empty, damaged,
     of another schema version or lacks a named environment, and :class:`CompareError` for
     impossible thresholds.
@@ -471,14 +614,23 @@ def compare(
     for name, floor in (("mem_floor_bytes", mem_floor_bytes), ("time_floor_s", time_floor_s)):
         if floor is not None and not (math.isfinite(floor) and floor >= 0.0):
             raise CompareError(f"{name} must be a finite number >= 0 (got {floor})")
+    if process_spread is not None and not (math.isfinite(process_spread)
+                                           and process_spread >= 0.0):
+        raise CompareError(f"process_spread must be a finite number >= 0 (got {process_spread})")
     time_floors = (dict(TIME_FLOOR_S) if time_floor_s is None
                    else dict.fromkeys(TIME_FLOOR_S, time_floor_s))
     mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None
                   else dict.fromkeys(MEM_FLOOR_BYTES, mem_floor_bytes))
     base, cand = load_run(baseline_dir), load_run(candidate_dir)
+    samples = (_samples(base), _samples(cand))
+    _check_samples(base, samples[0])
+    if cand.path.resolve() != base.path.resolve():
+        _check_samples(cand, samples[1])
+    noise_spread = _noise_spread(base, cand)  # over the whole runs, every environment
     if environments is not None:
         base = only_environment(base, environments[0])
         cand = only_environment(cand, environments[1])
+        samples = (_samples(base), _samples(cand))
     # one network column over both sides: a field either side varies names the cases of both
     b_summary, c_summary = label_networks([base.summary, cand.summary])
     base = dataclasses.replace(base, summary=b_summary)
@@ -498,9 +650,12 @@ def compare(
         seed=seed,
         count_factor=count_factor,
         gated_metrics=gated_metrics,
+        process_spread=process_spread,
+        # one run: replicate i of each side ran side by side (ABBA order), or is the same
+        paired=base.run_id == cand.run_id,
+        noise_spread=noise_spread,
     )
     b_cases, c_cases = _cases(base), _cases(cand)
-    samples = (_samples(base), _samples(cand))
     for key, b, c in _joined_cases(b_cases, c_cases):
         if c is None:
             assert b is not None

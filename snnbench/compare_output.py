@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Literal
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from snnbench import gate, schema
@@ -53,6 +53,10 @@ def _processes_text(p: Pair) -> str:
 def _test_text(p: Pair) -> str:
     if p.test in ("student", "bootstrap"):
         return f"{p.interval_text} ({_processes_text(p)})"
+    if p.test == "paired":
+        return f"{p.interval_text} ({p.baseline_processes} pairs)"
+    if p.test == "identical":
+        return f"{p.interval_text} (identical samples)"
     if p.test == "ci99":
         return f"{p.interval_text} (99% CIs)"
     if p.test == "threshold":
@@ -124,11 +128,16 @@ def _rule_line(cmp: Comparison) -> str:
     devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
     floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
+    spread = (f"; stated process spread ±{cmp.process_spread:.0%}"
+              if cmp.process_spread is not None else "")
+    noise = (f"; a noisy run: unpaired changes within its noise ({cmp.noise_spread:.0%}) are "
+             "at most inconclusive" if cmp.noise_spread is not None else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(Student's t over the processes' medians; with one process a side a hierarchical "
-            "bootstrap of its samples; seed "
+            "(Student's t over the replicate-by-replicate ratios within one run, else over "
+            "the processes' medians; with one process a side a hierarchical bootstrap of its "
+            "samples, which alone never fails or improves; seed "
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
-            f"{floors}; memory regression = peak > "
+            f"{floors}{spread}{noise}; memory regression = peak > "
             f"baseline × {1 + cmp.mem_threshold:g} and by ≥ "
             f"{_floors_text(cmp.mem_floors, format_bytes, devices)}.{_count_rule(cmp)}")
 
@@ -187,6 +196,7 @@ def to_json(cmp: Comparison) -> str:
         "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
                  "confidence": 1.0 - cmp.alpha,
                  "method": gate.METHOD,
+                 "process_spread": cmp.process_spread, "noise_spread": cmp.noise_spread,
                  "resamples": gate.RESAMPLES, "seed": cmp.seed,
                  "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
                  "count_factor": cmp.count_factor,
@@ -236,6 +246,54 @@ def terminal_pairs_table(pairs: Iterable[Pair], fields: Iterable[str]) -> Table:
     return table
 
 
+#: columns that may go, in this order, when the table is wider than the terminal: the verdict
+#: (mark, ratio, interval) and what it is about (adapter, case, what) always print whole
+_DROPPABLE = ("baseline", "candidate")
+
+
+class _PairsView:
+    """The pairs table, fitted to the width it is printed at: whole as a table when it fits;
+    else without the medians (:data:`_DROPPABLE`); else one block per pair whose lines wrap at
+    spaces only. A mark, ratio, interval or case is never cut (rich would shorten any column
+    of a table too wide to ``2.…``)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def _rich(self, headers: list[str]) -> RenderableType:
+        keep = [self.table.headers.index(h) for h in headers]
+        model = Table(headers, [[row[i] for i in keep] for row in self.table.rows],
+                           styles=self.table.styles)
+        return table_to_rich(model, Look(compact=True, no_wrap=True, collapse_padding=True))
+
+    def _blocks(self) -> RenderableType:
+        col = {h: i for i, h in enumerate(self.table.headers)}
+        lines: list[Text] = []
+        for index, row in enumerate(self.table.rows):
+            cell = {h: row[i] for h, i in col.items()}
+            head = " ".join(v for v in (cell["mark"], cell["×"] and f"{cell['×']}×",
+                                        cell["interval"], cell["#"] and f"[{cell['#']}]") if v)
+            style = self.table.row_style(index)
+            lines.append(Text(head, style=style))
+            about = " ".join(v for v in (cell["adapter"], cell["case"], cell["what"]) if v)
+            lines.append(Text(f"  {about}"))
+            lines.append(Text(f"  {cell['baseline']} → {cell['candidate']}", style="dim"))
+        return Group(*lines)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        headers = list(self.table.headers)
+        for drop in (None, *_DROPPABLE):
+            if drop is not None:
+                headers.remove(drop)
+            view = self._rich(headers)
+            # measured unbounded: rich clamps a measurement to the width it is given
+            natural = console.measure(view, options=options.update_width(1_000_000)).maximum
+            if natural <= options.max_width:
+                yield view
+                return
+        yield self._blocks()
+
+
 def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     """A rich renderable (verdict, warnings, table) for the terminal.
 
@@ -258,8 +316,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
         if constant:
             parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
         table = terminal_pairs_table(shown, varying)
-        parts.append(table_to_rich(table, Look(compact=True, no_wrap=True,
-                                               collapse_padding=True)))
+        parts.append(_PairsView(table))
         parts += [Text(line) for line in Footnotes.numbered(table.footnotes)]
     hidden = len(cmp.pairs) - len(shown)
     if hidden:

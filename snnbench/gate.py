@@ -35,11 +35,18 @@ three processes is mostly inconclusive unless the change is large.
 :func:`replicates_needed` says how many processes a side would narrow an inconclusive interval
 enough to leave the factor: the interval's width falls as 1/√processes.
 
+Within one interleaved run (``--replicates`` over two environments, ABBA order) replicate i
+of the baseline and replicate i of the candidate ran side by side, under the same moment of the
+machine. :func:`paired_interval` then takes the log ratio of their medians pair by pair, so that
+the drift of the machine between pairs cancels instead of widening the interval, and puts
+Student's t on those paired differences (n − 1 degrees of freedom).
+
 The draws are seeded (:func:`pair_seed`): the same two runs always get the same verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Sequence
@@ -61,7 +68,8 @@ MAX_SUGGESTED = 100
 MIN_SUGGESTED = 3
 
 #: how :func:`ratio_interval` finds its interval, in the words a comparison's JSON rule gives
-METHOD = "student over process medians; hierarchical bootstrap with one process a side"
+METHOD = ("paired student over replicate ratios within one run; student over process medians; "
+          "hierarchical bootstrap with one process a side")
 
 GateMark = Literal["regression", "inconclusive", "same", "improved"]
 
@@ -79,11 +87,25 @@ class RatioInterval:
     samples: tuple[int, int]
     #: the interval's confidence level (0.99 for a 99 % interval)
     confidence: float
+    #: True when the interval comes from paired replicates (:func:`paired_interval`)
+    paired: bool = False
 
     @property
     def one_process(self) -> bool:
         """True when a side has a single process: the interval lacks the spread between them."""
         return min(self.processes) < 2
+
+    @property
+    def finite(self) -> bool:
+        """True when the ratio and both ends are positive finite numbers (a NaN interval
+        decides nothing)."""
+        return all(math.isfinite(v) and v > 0 for v in (self.ratio, self.low, self.high))
+
+    def widened(self, spread: float) -> RatioInterval:
+        """The interval widened by a relative ``spread`` on each side (÷ and × ``1 + spread``):
+        a between-process spread the samples could not see."""
+        grow = 1.0 + spread
+        return dataclasses.replace(self, low=self.low / grow, high=self.high * grow)
 
 
 def pair_seed(seed: int, *parts: object) -> int:
@@ -175,15 +197,21 @@ def ratio_interval(
     if not (b_med > 0 and c_med > 0):
         raise ValueError("a side's median is not positive")
     rng = np.random.default_rng(seed)
-    ratios = bootstrap_medians(cand, resamples, rng) / bootstrap_medians(base, resamples, rng)
     ratio = c_med / b_med
-    if min(len(base), len(cand)) < 2:
-        tail = (1.0 - confidence) / 2.0
-        low, high = (float(q) for q in np.quantile(ratios, [tail, 1.0 - tail]))
-    else:
-        half = _between_processes_half_width(base, cand, float(np.std(np.log(ratios))),
-                                             confidence)
-        low, high = ratio * math.exp(-half), ratio * math.exp(half)
+    # a draw whose baseline median is 0 (a coarse timer's zeros) has no ratio: such draws
+    # make the interval NaN (undecided), never a warning on stderr
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratios = bootstrap_medians(cand, resamples, rng) / bootstrap_medians(base, resamples, rng)
+        usable = bool(np.isfinite(ratios).all() and (ratios > 0).all())
+        if not usable:
+            low = high = math.nan
+        elif min(len(base), len(cand)) < 2:
+            tail = (1.0 - confidence) / 2.0
+            low, high = (float(q) for q in np.quantile(ratios, [tail, 1.0 - tail]))
+        else:
+            half = _between_processes_half_width(base, cand, float(np.std(np.log(ratios))),
+                                                 confidence)
+            low, high = ratio * math.exp(-half), ratio * math.exp(half)
     return RatioInterval(
         ratio=ratio,
         low=low,
@@ -194,8 +222,55 @@ def ratio_interval(
     )
 
 
+def paired_interval(
+    baseline: Sequence[np.ndarray],
+    candidate: Sequence[np.ndarray],
+    *,
+    confidence: float = 0.99,
+) -> RatioInterval:
+    """The interval of the ratio from replicates that ran side by side: ``baseline[i]`` and
+    ``candidate[i]`` are the samples of replicate i of each side (one interleaved run).
+
+    Each pair gives the log ratio of its two process medians; the interval is their mean ±
+    Student's t (n − 1 degrees of freedom) times their standard error, as a ratio. The
+    drift of the machine from one pair to the next cancels within each pair. The ratio
+    reported is the pooled medians' (as the tables show). Identical pairs give the point 1.
+    Raises ValueError with fewer than two pairs or a process median that is not positive.
+    """
+    if len(baseline) != len(candidate) or len(baseline) < 2:
+        raise ValueError("paired replicates need two or more pairs")
+    base = [np.asarray(g, dtype=float) for g in baseline]
+    cand = [np.asarray(g, dtype=float) for g in candidate]
+    base = [g[np.isfinite(g)] for g in base]
+    cand = [g[np.isfinite(g)] for g in cand]
+    if not all(len(g) for g in (*base, *cand)):
+        raise ValueError("a replicate has no samples")
+    b_medians = np.array([float(np.median(g)) for g in base])
+    c_medians = np.array([float(np.median(g)) for g in cand])
+    if not ((b_medians > 0).all() and (c_medians > 0).all()):
+        raise ValueError("a replicate's median is not positive")
+    diffs = np.log(c_medians) - np.log(b_medians)
+    n = len(diffs)
+    centre = float(diffs.mean())
+    se = float(diffs.std(ddof=1)) / math.sqrt(n)
+    half = float(student_t.ppf(0.5 + confidence / 2.0, n - 1)) * se if se > 0 else 0.0
+    ratio = float(np.median(np.concatenate(cand))) / float(np.median(np.concatenate(base)))
+    return RatioInterval(
+        ratio=ratio,
+        low=math.exp(centre - half),
+        high=math.exp(centre + half),
+        processes=(n, n),
+        samples=(sum(map(len, base)), sum(map(len, cand))),
+        confidence=confidence,
+        paired=True,
+    )
+
+
 def judge(interval: RatioInterval, factor: float) -> GateMark:
-    """The mark of one interval against ``factor`` (> 1): see the module docstring."""
+    """The mark of one interval against ``factor`` (> 1): see the module docstring. An
+    interval that is not finite (NaN ends) decides nothing: ``inconclusive``."""
+    if not interval.finite:
+        return "inconclusive"
     if interval.low > factor:
         return "regression"
     if interval.high >= factor:
@@ -203,10 +278,11 @@ def judge(interval: RatioInterval, factor: float) -> GateMark:
     return "improved" if interval.high < 1.0 / factor else "same"
 
 
-def _student(confidence: float, processes: int) -> float:
+def _student(confidence: float, processes: int, paired: bool = False) -> float:
     """Student's t of a two-sided ``confidence`` interval from ``processes`` a side (the pooled
-    degrees of freedom, 2·processes − 2)."""
-    return float(student_t.ppf(0.5 + confidence / 2.0, 2 * processes - 2))
+    degrees of freedom, 2·processes − 2; processes − 1 for as many pairs)."""
+    df = processes - 1 if paired else 2 * processes - 2
+    return float(student_t.ppf(0.5 + confidence / 2.0, df))
 
 
 def replicates_needed(interval: RatioInterval, factor: float) -> int | None:
@@ -214,12 +290,15 @@ def replicates_needed(interval: RatioInterval, factor: float) -> int | None:
 
     The ratio stays put while the interval's half-width on the factor's side shrinks: as
     1/√processes for the standard error, and, with two or more processes a side, as Student's
-    t falls with the degrees of freedom. The smallest count whose half-width is smaller than
-    the distance from the ratio to the factor, at least :data:`MIN_SUGGESTED` when a side had
-    one process (whose interval lacks the spread between processes). None when the ratio sits
-    on the factor, or more than :data:`MAX_SUGGESTED` would be needed: more processes do not
-    settle it; the factor is the question.
+    t falls with the degrees of freedom (those of pairs for a paired interval). The smallest
+    count whose half-width is smaller than the distance from the ratio to the factor, at
+    least :data:`MIN_SUGGESTED` when a side had one process (whose interval lacks the spread
+    between processes). None when the ratio sits on the factor, or more than
+    :data:`MAX_SUGGESTED` would be needed: more processes do not settle it; the factor is the
+    question.
     """
+    if not interval.finite:
+        return None
     log_ratio, log_factor = math.log(interval.ratio), math.log(factor)
     distance = abs(log_ratio - log_factor)
     edge = interval.low if interval.ratio > factor else interval.high
@@ -230,9 +309,10 @@ def replicates_needed(interval: RatioInterval, factor: float) -> int | None:
     if interval.one_process:
         needed = max(math.ceil(have * (half / distance) ** 2), have + 1, MIN_SUGGESTED)
         return needed if needed <= MAX_SUGGESTED else None
-    unit = half / _student(interval.confidence, have) * math.sqrt(have)
+    paired = interval.paired
+    unit = half / _student(interval.confidence, have, paired) * math.sqrt(have)
     for n in range(have + 1, MAX_SUGGESTED + 1):
-        if _student(interval.confidence, n) * unit / math.sqrt(n) < distance:
+        if _student(interval.confidence, n, paired) * unit / math.sqrt(n) < distance:
             return n
     return None
 

@@ -60,8 +60,9 @@ class Pair:
     #: candidate / baseline medians
     ratio: float = math.nan
     p_value: float = math.nan
-    #: "student" (process medians, snnbench.gate), "bootstrap" (one process a side), "ci99",
-    #: "threshold", "none" (too few samples for an interval) or "" (not a measurement)
+    #: "identical" (the same samples on both sides), "paired" (replicates that ran side by
+    #: side), "student" (process medians, snnbench.gate), "bootstrap" (one process a side),
+    #: "ci99", "threshold", "none" (no interval) or "" (not a measurement)
     test: str = ""
     baseline_status: str = ""
     candidate_status: str = ""
@@ -142,6 +143,13 @@ class Comparison:
     count_factor: float = 1.02
     #: the only metrics that gate (``--metric``), the others shown as info; None: all
     gated_metrics: tuple[str, ...] | None = None
+    #: the between-process spread the user stated (0.3: ±30 %), None when not stated
+    process_spread: float | None = None
+    #: both sides come from one run: replicate i of each ran side by side (paired)
+    paired: bool = False
+    #: the largest spread noise produced in a run whose manifest says it was noisy (None when
+    #: neither was): a time regression or improvement must be larger
+    noise_spread: float | None = None
 
     @property
     def same_versions(self) -> bool:
@@ -197,7 +205,7 @@ class Comparison:
     def one_process(self) -> bool:
         """True when some time pair rests on one process on a side (no --replicates)."""
         return any(0 < min(p.baseline_processes, p.candidate_processes) < 2
-                   for p in self.time_pairs())
+                   and p.test != "identical" for p in self.time_pairs())
 
     @property
     def replicates_needed(self) -> int | None:
@@ -239,8 +247,7 @@ class Comparison:
         if state == "inconclusive":
             needed = self.replicates_needed
             more = (f"about {needed} replicates a side (--replicates {needed}) would resolve it"
-                    if needed else "more replicates would not resolve it: the change sits on "
-                    "the factor")
+                    if needed else "more replicates alone would not resolve it (see the notes)")
             return (f"INCONCLUSIVE: {len(self.inconclusive)} of {len(self.compared)} compared "
                     f"pairs straddle the factor {self.factor:g}; {more}{rests}")
         return f"PASS: no regression in {len(self.compared)} compared pairs{rests}"

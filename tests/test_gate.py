@@ -170,3 +170,43 @@ def test_planted_regression_fails_and_the_identical_pair_never_flips(
      .write_text(json.dumps(summary, indent=2)))
     assert verdicts[1] == 0, summary
     assert not [k for k in tally if k.endswith((":regression", ":improved"))], summary
+
+
+# --------------------------------------------------------------- paired replicates (issue 32)
+
+
+def test_paired_interval_cancels_a_drift_common_to_each_pair() -> None:
+    """Three pairs whose machine drifted × 0.5 .. × 2 between them, the candidate × 2 in each:
+    the paired interval sits around 2 and clears the factor; the unpaired one cannot."""
+    rng = np.random.default_rng(0)
+    levels = (0.5, 1.0, 2.0)
+    base = [lvl * rng.normal(1.0, 0.01, 20) for lvl in levels]
+    cand = [2.0 * lvl * rng.normal(1.0, 0.01, 20) for lvl in levels]
+    paired = gate.paired_interval(base, cand)
+    assert paired.paired and paired.processes == (3, 3)
+    assert 1.8 < paired.low < 2.0 < paired.high < 2.2
+    assert judge(paired, 1.1) == "regression"
+    assert judge(ratio_interval(base, cand), 1.1) == "inconclusive"
+    # identical pairs: the point 1
+    same = gate.paired_interval(base, base)
+    assert (same.low, same.high) == (1.0, 1.0) and judge(same, 1.1) == "same"
+    with pytest.raises(ValueError):
+        gate.paired_interval(base[:1], cand[:1])
+    with pytest.raises(ValueError):
+        gate.paired_interval([np.zeros(5), *base[1:]], cand)
+
+
+def test_a_nan_interval_decides_nothing() -> None:
+    nan = float("nan")
+    assert judge(RatioInterval(3.0, nan, nan, (1, 1), (20, 20), 0.99), 1.1) == "inconclusive"
+    assert replicates_needed(RatioInterval(3.0, nan, nan, (1, 1), (20, 20), 0.99), 1.1) is None
+    # a coarse timer's zeros: draws with a baseline median of 0 have no ratio, and no warning
+    base = [np.array([0.0] * 10 + [1e-3] * 10 + [1e300] * 3)]
+    with np.errstate(all="raise"):
+        found = ratio_interval(base, [base[0] * 3], seed=1)
+    assert judge(found, 1.1) == "inconclusive"
+
+
+def test_widened_divides_and_multiplies_by_one_plus_the_spread() -> None:
+    wide = _interval(1.5, 1.4, 1.6).widened(0.25)
+    assert (wide.low, wide.high, wide.ratio) == pytest.approx((1.12, 2.0, 1.5))
