@@ -77,8 +77,9 @@ from snnbench import gate, schema
 from snnbench.compare_warnings import manifest_warnings as manifest_warnings, placement_warnings
 from snnbench.errors import UserError
 from snnbench.gate import RatioInterval
-from snnbench.metrics import GATED, GateKind, format_value, metric as metric_info
+from snnbench.metrics import GATED, GateKind, format_seconds, format_value, metric as metric_info
 from snnbench.overhead import PROBES
+from snnbench.roofline import IMPOSSIBLE_NOTE
 from snnbench.rundir import Run, RunDirError, load_run
 from snnbench.storage import label_networks
 from snnbench.verdict import (
@@ -181,6 +182,16 @@ def _cases(run: Run) -> dict[CaseKey, _Case]:
 #: raw samples of one (case, phase, metric): replicate index → that process's finite samples
 #: (a process whose samples are all NaN keeps an empty array: it is damaged data, not absent)
 Processes = dict[int, np.ndarray]
+
+
+def _impossible_side(b_row: pd.Series, c_row: pd.Series) -> str:
+    """Why a pair is a measurement defect: the side(s) measured faster than the device's floor
+    (:mod:`snnbench.roofline`); "" when neither was."""
+    sides = [f"{side} {format_seconds(float(row['median']))} < floor "
+             f"{format_seconds(float(row['floor_s']))}"
+             for side, row in (("baseline", b_row), ("candidate", c_row))
+             if bool(row.get("impossible", False))]
+    return f"{'; '.join(sides)}: {IMPOSSIBLE_NOTE}" if sides else ""
 
 
 def _samples(run: Run) -> dict[tuple[Any, ...], Processes]:
@@ -485,6 +496,11 @@ def _case_pairs(
         raw = (samples[0].get((*_identity(key), *pm)),
                samples[1].get((*_identity(key), *pm)))
         pair = _compare_metric(key, b_rows[pm], c_rows[pm], raw, rule)
+        defect = _impossible_side(b_rows[pm], c_rows[pm])
+        if defect:
+            # faster than the device allows: a defect of the measurement, never a result to
+            # pass, improve or regress on
+            pair = dataclasses.replace(pair, mark="impossible", note=defect)
         if key[schema.CASE_KEY.index("adapter")] in PROBES and pair.mark != "info":
             # the harness's own time: shown, never a library's regression
             pair = dataclasses.replace(pair, mark="info", note=(

@@ -220,7 +220,8 @@ def to_json(cmp: Comparison) -> str:
 _SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
 _SHORT_TEST = {"threshold": "thr", "none": "n/a", "count": "count"}
 _STYLES = {
-    "new_failure": "bold red", "regression": "bold red", "fixed": "green", "improved": "green",
+    "impossible": "bold red", "new_failure": "bold red", "regression": "bold red",
+    "fixed": "green", "improved": "green",
     "inconclusive": "yellow", "not_comparable": "magenta", "added": "cyan", "removed": "cyan",
     "still_failing": "red", "same": "dim", "not_run": "dim", "info": "dim",
 }

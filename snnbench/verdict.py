@@ -18,6 +18,8 @@ from snnbench import schema
 from snnbench.contract import adapter_label
 
 Mark = Literal[
+    # a side measured faster than its device's floor (snnbench.roofline): a defect to fix
+    "impossible",
     "new_failure",
     "regression",
     "fixed",
@@ -34,7 +36,7 @@ Mark = Literal[
 #: marks in the order they are listed (worst first): the order of the ``Mark`` literal
 MARK_ORDER: tuple[str, ...] = get_args(Mark)
 #: marks that fail the gate (exit code 1)
-FAILING_MARKS: frozenset[str] = frozenset({"new_failure", "regression"})
+FAILING_MARKS: frozenset[str] = frozenset({"impossible", "new_failure", "regression"})
 #: marks of a pair whose numbers were actually compared by a gating rule
 COMPARED_MARKS: frozenset[str] = frozenset({"regression", "improved", "inconclusive", "same"})
 #: samples a side below which one process cannot give an interval at all (a percentile
@@ -238,7 +240,8 @@ class Comparison:
         if state == "fail":
             counts = self.counts()
             parts = [f"{counts[m]} {what}" for m, what in
-                     (("regression", "regressed metric(s)"), ("new_failure", "new failure(s)"))
+                     (("regression", "regressed metric(s)"), ("new_failure", "new failure(s)"),
+                      ("impossible", "impossible measurement(s)"))
                      if m in counts]
             return "FAIL: " + ", ".join(parts)
         if state == "nothing comparable":

@@ -187,3 +187,19 @@ def test_a_noisy_run_says_so_before_any_figure(tmp_path: Path) -> None:
     md = next(p for p in report(run, tmp_path / "rep") if p.name == "report.md").read_text()
     assert md.index("Noisy run") < md.index("## Environment")
     assert "other processes keep 2.0 cores busy" in md.split("## Environment")[0]
+
+
+def test_the_gate_fails_an_impossible_measurement(tmp_path: Path) -> None:
+    """A candidate faster than its device's floor is no improvement: the gate fails on it."""
+    from snnbench.compare import compare
+
+    run = _planted_impossible(tmp_path)
+    honest = ROOT / "results" / "reference" / "gpu-h100-2026-11-26-zero" / "run"
+    result = compare(honest, run, process_spread=0.3)
+    marks = {(p.key[0], p.phase, p.metric): p for p in result.pairs if p.metric == "time_s"}
+    flagged = marks[("haiku", "forward", "time_s")]
+    assert flagged.mark == "impossible"
+    assert "candidate" in flagged.note and "floor" in flagged.note
+    assert result.exit_code == 1
+    assert "impossible measurement" in result.verdict
+    assert marks[("spyx", "forward", "time_s")].mark != "impossible"
