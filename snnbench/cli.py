@@ -8,6 +8,7 @@ line on stderr, nothing already written is touched); 3 compare was inconclusive.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -983,6 +984,19 @@ def history(
     except OSError as exc:  # a full disk, a read-only folder: the user's to fix
         fail(f"cannot write the site to {exc.filename or out}: {exc.strerror or exc}")
     console.print(f"{len(found.runs)} runs, {len(found.series)} series → {paths[0]}")
+
+
+def _rewrapped(text: str) -> str:
+    """``text`` with each paragraph on one line: typer's rich help keeps a docstring's single
+    line breaks, which at 80 columns cut every source line in two; paragraphs (blank-line
+    separated, as the example command lines are) stay apart and rewrap to the terminal."""
+    return "\n\n".join(" ".join(part.split())
+                        for part in inspect.cleandoc(text).split("\n\n"))
+
+
+for _info in app.registered_commands:
+    if _info.callback is not None and _info.help is None and _info.callback.__doc__:
+        _info.help = _rewrapped(_info.callback.__doc__)
 
 
 def main() -> None:
