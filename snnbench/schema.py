@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal, get_args
 
 from snnbench.metrics import UNITS
+from snnbench.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
 
 SCHEMA_VERSION: Final = 1
 
@@ -157,6 +158,10 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "seed",
     # the network fields that vary in the run, in words (NETWORK)
     NETWORK,
+    # a GPU row against its device's datasheet peaks (snnbench.roofline): the least FLOPs and
+    # bytes of the phase, the shares of peak reached, the floor time and whether the row was
+    # measured below it (impossible); NaN and False where there is no roofline (CPU rows)
+    *ROOFLINE_COLUMNS,
 )
 
 #: samples.parquet columns: one row per raw timed sample
@@ -216,6 +221,9 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     # text, as detach_reset and bias: "" says unknown where a number would guess 0
     "seed": "",
     NETWORK: "",
+    # the roofline is computed again on every read (snnbench.rundir): these only fill a frame
+    **dict.fromkeys(ROOFLINE_FLOAT_COLUMNS, float("nan")),
+    "impossible": False,
 }
 
 #: summary columns holding floats (NaN where a case has no statistic)
@@ -225,7 +233,7 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
     "replicate_spread", "within_spread", "busy_cores", "surrogate_slope", "beta", "threshold",
-    "input_std", "input_rate",
+    "input_std", "input_rate", *ROOFLINE_FLOAT_COLUMNS,
 )
 #: summary columns holding integers
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
@@ -233,6 +241,8 @@ SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
     "block_size",
     "replicates",
 )
+#: summary columns holding booleans (False where missing)
+SUMMARY_BOOL_COLUMNS: Final[tuple[str, ...]] = ("allow_mismatch", "impossible")
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
     "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",

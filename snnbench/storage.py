@@ -45,6 +45,7 @@ from snnbench.schema import (
     NETWORK,
     NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
+    SUMMARY_BOOL_COLUMNS,
     SUMMARY_COLUMNS,
     SUMMARY_FLOAT_COLUMNS,
     SUMMARY_INT_COLUMNS,
@@ -323,7 +324,9 @@ def _typed_summary(frame: pd.DataFrame) -> pd.DataFrame:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
     for col in SUMMARY_TEXT_COLUMNS:
         frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
-    frame["allow_mismatch"] = frame["allow_mismatch"].fillna(False).astype(bool)
+    for col in SUMMARY_BOOL_COLUMNS:
+        # NaN (a column no row filled) is False; fillna(False) on float64 is deprecated
+        frame[col] = frame[col].eq(True).astype(bool)
     return frame
 
 

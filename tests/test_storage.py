@@ -90,5 +90,5 @@ def test_every_summary_column_has_exactly_one_type() -> None:
     from snnbench import schema
 
     typed = (schema.SUMMARY_FLOAT_COLUMNS + schema.SUMMARY_INT_COLUMNS
-             + schema.SUMMARY_TEXT_COLUMNS + ("allow_mismatch",))
+             + schema.SUMMARY_TEXT_COLUMNS + schema.SUMMARY_BOOL_COLUMNS)
     assert sorted(typed) == sorted(SUMMARY_COLUMNS)
