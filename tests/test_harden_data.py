@@ -18,6 +18,7 @@ import pytest
 
 from snnbench.config import RunConfig
 from snnbench.runner import start_run
+from tests.test_harden import _files, _invoke, _one_line_error
 
 FAST = {
     "repeats": 3,
@@ -40,23 +41,6 @@ def _config(adapters: list[str], **run: object) -> RunConfig:
     )
 
 
-def _invoke(*args: str) -> Any:
-    from typer.testing import CliRunner
-
-    from snnbench.cli import app
-
-    return CliRunner().invoke(app, list(args))
-
-
-def _one_line_error(result: Any, fragment: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
-    assert "Traceback" not in result.stdout + result.stderr
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
 VERIFY = ("verify", "--neurons", "8", "--steps", "6", "--reset", "subtract")
