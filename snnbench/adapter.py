@@ -7,7 +7,7 @@ methods the harness times. The harness owns clocks, repeats, statistics and proc
 an adapter only builds, runs forward and backward, synchronizes its device and, where only it
 can, reports peak memory.
 
-A minimal third-party adapter (see the README for the package around it)::
+A minimal third-party adapter (see docs/adapters.md for the package around it)::
 
     class MyAdapter(Adapter):
         name = "mylib"

@@ -1,5 +1,5 @@
-"""The README's third-party adapter guide: the example package installs, appears, runs the
-shipped default config, and the README documents what a plugin author needs (kept in step)."""
+"""The third-party adapter guide (docs/adapters.md): the example package installs, appears, runs
+the shipped default config, and the guide documents what a plugin author needs (kept in step)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from tests.conftest import REPO, assert_exact, run_cli
 
 EXAMPLE = REPO / "examples" / "snnbench-example-adapter"
 EXAMPLE_SOURCE = EXAMPLE / "src" / "snnbench_example" / "adapter.py"
-README = (REPO / "README.md").read_text()
-GUIDE = README[README.index("## Writing a third-party adapter"):
-               README.index("## Reports and regression gating")]
+ADAPTERS_DOC = REPO / "docs" / "adapters.md"
+_DOC = ADAPTERS_DOC.read_text()
+#: the guide is the doc's last part: from its heading to the end of the file
+GUIDE = _DOC[_DOC.index("## Writing a third-party adapter"):]
 
 
 @pytest.fixture
@@ -87,19 +88,19 @@ def _python_block(text: str) -> str:
     return match.group(1)
 
 
-def test_readme_code_is_quoted_from_the_example() -> None:
+def test_guide_code_is_quoted_from_the_example() -> None:
     source = {line.strip() for line in EXAMPLE_SOURCE.read_text().splitlines()}
     quoted = [line.strip() for line in _python_block(GUIDE).splitlines()
               if line.strip() and not line.strip().startswith("...")]
     missing = [line for line in quoted if line not in source]
-    assert not missing, f"README lines not in {EXAMPLE_SOURCE.name}: {missing}"
+    assert not missing, f"{ADAPTERS_DOC.name} lines not in {EXAMPLE_SOURCE.name}: {missing}"
     toml = (EXAMPLE / "pyproject.toml").read_text()
     assert 'numpy-loop = "snnbench_example.adapter:NumpyLoopAdapter"' in toml
     assert 'numpy-loop = "snnbench_example.adapter:NumpyLoopAdapter"' in GUIDE
 
 
 def _shown(value: Any) -> str:
-    """A default as the README writes it: ("a", "b"), True, None, ""."""
+    """A default as the guide writes it: ("a", "b"), True, None, ""."""
     if isinstance(value, tuple):
         items = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in value)
         return f"({items}{',' if len(value) == 1 else ''})"
@@ -108,13 +109,13 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def test_readme_documents_every_capabilities_field_with_its_default() -> None:
+def test_guide_documents_every_capabilities_field_with_its_default() -> None:
     for field in dataclasses.fields(Capabilities):
         row = f"| `{field.name}` | `{_shown(field.default)}` |"
-        assert row in GUIDE, f"README lacks the row for Capabilities.{field.name}: {row}"
+        assert row in GUIDE, f"the guide lacks the row for Capabilities.{field.name}: {row}"
 
 
-def test_readme_documents_the_adapter_attributes_and_methods() -> None:
+def test_guide_documents_the_adapter_attributes_and_methods() -> None:
     for name in ("name", "library", "module", "framework", "variants", "description"):
         assert f"| `{name}` |" in GUIDE, name
         assert hasattr(Adapter, name)
@@ -132,7 +133,7 @@ def test_readme_documents_the_adapter_attributes_and_methods() -> None:
         assert f"| `{field}` |" in GUIDE, field
 
 
-def test_readme_states_the_surrogates_and_the_tolerances_in_force() -> None:
+def test_guide_states_the_surrogates_and_the_tolerances_in_force() -> None:
     for name in SURROGATES:
         assert f"| `{name}` |" in GUIDE, name
     assert "v_pre − threshold" in GUIDE
