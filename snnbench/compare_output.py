@@ -55,6 +55,8 @@ def _test_text(p: Pair) -> str:
         return f"{p.interval_text} ({_processes_text(p)})"
     if p.test == "paired":
         return f"{p.interval_text} ({p.baseline_processes} pairs)"
+    if p.test == "paired-min":
+        return f"{p.interval_text} ({p.baseline_processes} pairs, fastest)"
     if p.test == "identical":
         return f"{p.interval_text} (identical samples)"
     if p.test == "ci99":

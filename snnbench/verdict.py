@@ -63,8 +63,9 @@ class Pair:
     ratio: float = math.nan
     p_value: float = math.nan
     #: "identical" (the same samples on both sides), "paired" (replicates that ran side by
-    #: side), "student" (process medians, snnbench.gate), "bootstrap" (one process a side),
-    #: "ci99", "threshold", "none" (no interval) or "" (not a measurement)
+    #: side, their medians), "paired-min" (the same, their fastest samples), "student" (process
+    #: medians, snnbench.gate), "bootstrap" (one process a side), "ci99", "threshold", "none"
+    #: (no interval) or "" (not a measurement)
     test: str = ""
     baseline_status: str = ""
     candidate_status: str = ""

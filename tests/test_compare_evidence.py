@@ -151,6 +151,71 @@ def test_the_identical_release_is_never_judged_paired(tmp_path: Path) -> None:
     assert not marks & {"regression", "improved"}, marks
 
 
+def _busy_loop_run(path: Path, slowdown: float, seed: int, slowed: tuple[int, int]) -> Path:
+    """Three replicates a side of one interleaved run on a machine with a busy loop per core:
+    process ``slowed[0]`` of the baseline and ``slowed[1]`` of the candidate shared their core
+    with the loop for most of their samples (× 1.7–2.3 each, drawn), while a fifth of their
+    samples ran alone (the fastest samples stay put, as measured: issue 32's closing note)."""
+    rng = np.random.default_rng(seed)
+
+    def process(level: float, slow: bool) -> np.ndarray:
+        samples = 1e-3 * level * rng.normal(1.0, 0.01, 20)
+        if slow:
+            shared = rng.random(20) < 0.8
+            samples[shared] *= rng.uniform(1.7, 2.3, int(shared.sum()))
+        return samples
+
+    base = [process(1.0, r == slowed[0]) for r in range(3)]
+    cand = [process(slowdown, r == slowed[1]) for r in range(3)]
+    cases = [
+        FakeCase("torch", 64, environment=env, samples={("step", "time_s"): groups})
+        for env, groups in (("torch@A", base), ("torch@B", cand))
+    ]
+    return write_run(path, cases)
+
+
+def test_a_planted_two_fold_slow_down_fails_when_whole_processes_slow_down(
+        tmp_path: Path) -> None:
+    """Under a busy loop per core a whole process sometimes runs at half speed: the paired
+    medians then straddle the factor ([0.09, 26.5] measured), while each process's fastest
+    samples stay put. The fastest samples, paired, decide: the 2× fails."""
+    for seed in range(10):
+        run = _busy_loop_run(tmp_path / f"r{seed}", 2.0, seed, slowed=(seed % 3, (seed + 1) % 3))
+        cmp = compare(run, run, environments=("torch@A", "torch@B"))
+        pair = _step(cmp)
+        assert pair.test == "paired-min" and pair.mark == "regression", pair
+        assert cmp.exit_code == 1
+    assert "(3 pairs, fastest)" in format_comparison(cmp, "md")
+
+
+def test_the_identical_release_is_never_judged_when_whole_processes_slow_down(
+        tmp_path: Path) -> None:
+    marks: set[str] = set()
+    for seed in range(30):
+        run = _busy_loop_run(tmp_path / f"r{seed}", 1.0, seed, slowed=(seed % 3, (seed + 2) % 3))
+        marks.add(_step(compare(run, run, environments=("torch@A", "torch@B"))).mark)
+    assert not marks & {"regression", "improved"}, marks
+
+
+def test_medians_and_fastest_samples_that_disagree_are_inconclusive(tmp_path: Path) -> None:
+    """Medians that say ``same`` and fastest samples that say ``regression`` (the baseline's
+    processes each had a few samples twice as fast as the rest) contradict each other: the
+    pair is inconclusive, never either verdict."""
+    rng = np.random.default_rng(3)
+    base, cand = [], []
+    for _ in range(3):
+        b = 1e-3 * rng.normal(1.0, 0.005, 20)
+        b[:3] *= 0.5
+        base.append(b)
+        cand.append(1e-3 * rng.normal(1.0, 0.005, 20))
+    run = write_run(tmp_path / "r", [
+        FakeCase("torch", 64, environment=env, samples={("step", "time_s"): groups})
+        for env, groups in (("torch@A", base), ("torch@B", cand))])
+    pair = _step(compare(run, run, environments=("torch@A", "torch@B")))
+    assert pair.mark == "inconclusive" and pair.test == "paired", pair
+    assert pair.ci_low < 1.0 < 1.1 < pair.ci_high
+
+
 def test_pairing_needs_one_run(tmp_path: Path) -> None:
     """Two separate runs' replicates did not run side by side: not paired."""
     rng = np.random.default_rng(9)
