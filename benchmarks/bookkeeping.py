@@ -14,7 +14,7 @@ its total is estimated from rebuilds timed at ten sizes up to N (interpolated to
 1..N and summed) and printed as such. Linear: 1000 cases take about 10× the time of 100.
 
 Not a unit test: the times depend on the machine and on whatever else runs on it (the load,
-``os.getloadavg``, is printed before and after).
+``os.getloadavg``, is printed before and after); the records the rebuilds read do not.
 """
 
 from __future__ import annotations
@@ -48,6 +48,20 @@ def record(index: int, repeats: int) -> CaseRecord:
         "spec": spec.to_dict(), "status": "ok", "library": "synthetic",
         "library_version": "1", "order": index, "samples": samples,
         "finished_utc": f"2026-01-01T00:00:00.{index:06d}Z"})
+
+
+#: records read by the rebuilds so far: the work the load does not change
+READ = [0]
+_case_records = RunFolder.case_records
+
+
+def _counted(self: RunFolder) -> list[CaseRecord]:
+    records = _case_records(self)
+    READ[0] += len(records)
+    return records
+
+
+RunFolder.case_records = _counted  # type: ignore[method-assign]
 
 
 def new_folder(root: Path, name: str) -> RunFolder:
@@ -118,17 +132,23 @@ def main() -> None:
         records = [record(i, args.repeats) for i in range(n)]
         with tempfile.TemporaryDirectory(prefix="bookkeeping-") as tmp:
             root = Path(tmp)
+            READ[0] = 0
             now = after(records, root)
+            read_after = READ[0]
             if n <= args.before_limit:
+                READ[0] = 0
                 old, estimated = before(records, root), False
+                read_before = READ[0]
             else:
                 old, rebuilds = before_estimate(records, root)
                 estimated = True
+                read_before = n * (n + 1) // 2  # one rebuild of k records after case k
                 print(f"  n={n}: one rebuild at {n // 10}, {2 * n // 10}... {n} records: "
                       + ", ".join(f"{s:.2f}" for s in rebuilds) + " s")
         results[n] = (old, now, estimated)
         print(f"{n:5d} cases: before {old:8.1f} s{' (estimated)' if estimated else ''}   "
-              f"after {now:7.2f} s   ({now / n * 1e3:.1f} ms a case)", flush=True)
+              f"after {now:7.2f} s   ({now / n * 1e3:.1f} ms a case); records read by the "
+              f"rebuilds: before {read_before}, after {read_after}", flush=True)
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]
         print(f"after: {large} cases take {results[large][1] / results[small][1]:.1f}× the "
