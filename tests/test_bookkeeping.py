@@ -291,21 +291,27 @@ def test_committed_folders_are_read_from_their_tables() -> None:
 
 
 # -- a real sweep, killed and resumed --------------------------------------------------------
-def test_a_real_sweep_killed_between_cases_is_whole_and_resume_rebuilds(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stored", "tabled"), [
+    (3, 2),
+    # every case stored, the sweep's own rebuild never came: --resume has nothing to run
+    pytest.param(4, 4, marks=pytest.mark.slow),
+], ids=["mid-sweep", "before-the-end"])
+def test_a_real_sweep_killed_between_cases_is_whole_and_resume_rebuilds(
+        tmp_path: Path, stored: int, tabled: int) -> None:
     env = {**os.environ, "COLUMNS": "200",
            "PYTHONPATH": os.pathsep.join([str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "run"
-    killed = subprocess.run([sys.executable, "-c", KILL_BETWEEN_CASES, "3", "run", *SWEEP,
-                             "--out", str(out)], env=env, cwd=REPO, capture_output=True,
+    killed = subprocess.run([sys.executable, "-c", KILL_BETWEEN_CASES, str(stored), "run",
+                             *SWEEP, "--out", str(out)], env=env, cwd=REPO, capture_output=True,
                             text=True, timeout=600)
     assert killed.returncode == -9, killed.stderr
     assert (out / TABLES_STALE).exists()
-    assert len(_stored_cases(out)) == 3 and len(_table_cases(out)) == 2
+    assert len(_stored_cases(out)) == stored and len(_table_cases(out)) == tabled
     _every_reader_sees(out, tmp_path)
 
     resumed = run_cli("run", "--resume", "--out", str(out), env=env)
     assert resumed.returncode == 0, resumed.stderr
-    assert "3 cases were already done" in resumed.stdout
+    assert f"{stored} cases were already done" in resumed.stdout
     assert len(_stored_cases(out)) == 4
     _assert_tables_are_a_full_rebuild(out, tmp_path)
     _every_reader_sees(out, tmp_path)
