@@ -632,7 +632,7 @@ def merge(
     """Rebuild a run's tables and host list from its case records.
 
     For a folder that cluster tasks kept writing into after 'snnbench run' stopped, or that
-    was assembled from several machines; 'run' does this by itself as cases finish.
+    was assembled from several machines; 'run' does this by itself when it ends.
     """
     from snnbench.sweep.run import merge_run
 

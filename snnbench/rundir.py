@@ -3,7 +3,11 @@
 ``run`` writes one through :class:`RunFolder`; ``report``, ``compare`` and ``show`` start from
 :func:`load_run`.
 The source of truth is one JSON record per finished case in ``cases/``; ``summary.*`` and
-``samples.parquet`` are rebuilt from those records after every case (:mod:`snnbench.storage`).
+``samples.parquet`` are built from those records (:mod:`snnbench.storage`). A sweep writes each
+case's record as it finishes and rebuilds the tables only now and then (after 1, 2, 4, 8...
+records, so the bookkeeping stays linear in the cases) and at its end; while the tables may lag
+the records, a mark (:data:`TABLES_STALE`) says so, and :func:`load_run` then builds them from
+the records, so a sweep killed at any moment leaves a folder every reader takes whole.
 Each file is written to a temporary name and renamed over the old one, so a kill at any instant
 leaves either the previous or the new complete file. Anything that makes a folder unusable
 (missing, not a run, a schema version this code does not read, a table without the contract
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import io
 import json
 import math
 import os
@@ -32,10 +37,12 @@ from snnbench.contract import (
     CaseRecord,
     adapter_label as adapter_label,  # long imported from here
 )
+from snnbench.errors import UserError
 from snnbench.fileio import (
     StorageError,
     WriteError,
     atomic_path,
+    atomic_write_bytes,
     atomic_write_json,
     check_creatable,
     check_folder,
@@ -81,6 +88,11 @@ _NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
 _TEXT_SUMMARY = SUMMARY_TEXT_COLUMNS
 
 
+#: present while the tables may lag the case records: written before a sweep writes its first
+#: record, removed once the tables are rebuilt from every record (end of the sweep, ``merge``)
+TABLES_STALE = ".tables-stale"
+
+
 def _may_hold_new_run(path: Path) -> bool:
     # an empty cases/ is what a run leaves when it stopped before writing its manifest
     return path.name == CASES_DIR and path.is_dir() and not any(path.iterdir())
@@ -97,6 +109,12 @@ class RunFolder:
 
     path: Path
     _lock_handle: IO[str] | None = None
+    #: whether this object wrote the stale mark (and has not cleared it since)
+    _marked: bool = False
+    #: records in the folder, counted from :meth:`begin_cases` on (by :meth:`add_case`)
+    _stored: int = 0
+    #: the record count at which :meth:`add_case` rebuilds the tables next
+    _next_tables: int = 1
 
     @property
     def cases_dir(self) -> Path:
@@ -258,9 +276,38 @@ class RunFolder:
         """The checked manifest as JSON data (:meth:`manifest`, as the file holds it)."""
         return self.manifest().to_json()
 
+    def begin_cases(self) -> None:
+        """Mark the tables stale before records are written (by this process, or by cluster
+        tasks straight into ``cases/``): until :meth:`rebuild_tables` clears the mark, readers
+        build the tables from the records. Idempotent for one sweep."""
+        if self._marked:
+            return
+        atomic_write_bytes(self.path / TABLES_STALE,
+                           b"the tables may lag cases/: readers build them from the records\n")
+        self._marked = True
+        self._stored = sum(1 for _ in self.cases_dir.glob("*.json"))
+        self._next_tables = max(1, 2 * self._stored)
+
     def write_case(self, record: CaseRecord) -> None:
-        """Store one finished case's record (atomically) under its key."""
+        """Store one finished case's record (atomically) under its key, the tables marked stale
+        first."""
+        self.begin_cases()
         record.write(self.cases_dir / f"{record.key}.json")
+
+    def add_case(self, record: CaseRecord, run_id: str) -> None:
+        """A sweep's bookkeeping for one finished case: its record, and the tables rebuilt only
+        when the records have doubled since they last were (after 1, 2, 4, 8... records).
+
+        The total work stays linear in the cases (the rebuilds read at most twice as many
+        records as the sweep stores), yet a sweep killed mid-way leaves tables on disk that hold
+        at least half its cases; the stale mark stays until :meth:`rebuild_tables`, so readers
+        still see all of them.
+        """
+        self.write_case(record)
+        self._stored += 1
+        if self._stored >= self._next_tables:
+            self._write_tables(run_id)
+            self._next_tables = 2 * self._stored
 
     def finished_keys(self) -> set[str]:
         """Keys of the cases already recorded (``--resume`` skips them): the keys the records
@@ -301,11 +348,49 @@ class RunFolder:
             return {}
 
     # -- derived tables ------------------------------------------------------------------
+    def tables_stale(self) -> bool:
+        """True while the tables may lag the case records (a sweep under way, or killed)."""
+        return os.path.lexists(self.path / TABLES_STALE)
+
     def rebuild_tables(self, run_id: str) -> pd.DataFrame:
-        """Rebuild summary.parquet, summary.csv and samples.parquet from the case records."""
-        records = self.case_records()
+        """Rebuild summary.parquet, summary.csv and samples.parquet from the case records, then
+        clear the stale mark (the end of a sweep, ``merge``).
+
+        The mark stays when a record came or changed while the tables were built (a cluster
+        task still writing): those tables may lack it, so readers keep going to the records.
+        """
+        before = self._case_files()
+        summary = self._write_tables(run_id)
+        if self._case_files() == before:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path / TABLES_STALE)
+            self._marked = False
+        return summary
+
+    def _case_files(self) -> dict[str, tuple[int, int]]:
+        """Each record file's name with its inode and change time: a record written anew
+        (atomically: a new inode) changes it."""
+        files = {}
+        for path in self.cases_dir.glob("*.json"):
+            with contextlib.suppress(OSError):
+                info = path.lstat()
+                files[path.name] = (info.st_ino, info.st_mtime_ns)
+        return files
+
+    def tables_from_records(self, run_id: str, records: list[CaseRecord] | None = None,
+                            *, samples: bool = True,
+                            ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """The summary (and, with ``samples``, the samples table) the case records make, in
+        memory: what :meth:`rebuild_tables` writes."""
+        records = self.case_records() if records is None else records
         summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(),
                                     PROBES)
+        return summary, (samples_frame(records, run_id) if samples else None)
+
+    def _write_tables(self, run_id: str) -> pd.DataFrame:
+        """Write the three tables from the case records; the stale mark is left as it is."""
+        records = self.case_records()
+        summary, _ = self.tables_from_records(run_id, records, samples=False)
         samples = samples_frame(records, run_id)
         with atomic_path(self.path / SAMPLES_PARQUET) as tmp:
             samples.to_parquet(tmp, index=False)
@@ -433,6 +518,35 @@ def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) 
             f"{row['phase']}/{row['metric']})")
 
 
+def _as_written(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a Parquet file of it reads back: the reader of tables built in memory
+    sees the very types it would see in the files a rebuild writes."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    buffer.seek(0)
+    return pd.read_parquet(buffer)
+
+
+def _tables_from_records(folder: RunFolder, manifest: Mapping[str, Any], samples: bool,
+                         ) -> tuple[pd.DataFrame, pd.DataFrame | None] | None:
+    """The tables of a folder whose table files lag its records or are missing (a sweep
+    killed before its end), built from the records in memory; None when it holds no record
+    (the table files, if any, are then all there is). A damaged record is one line."""
+    if not folder.cases_dir.is_dir():
+        return None
+    try:
+        records = folder.case_records()
+    except UserError as exc:  # a damaged, copied or renamed record
+        raise StorageError(f"{exc} (the run did not finish, so its tables are built from its "
+                           "case records)") from exc
+    if not records:
+        return None
+    run_id = str(manifest.get("run_id") or folder.path.name)
+    summary, sample_frame = folder.tables_from_records(run_id, records, samples=samples)
+    return (_as_written(summary),
+            None if sample_frame is None else _as_written(sample_frame))
+
+
 def load_run(path: str | Path, *, samples: bool = True) -> Run:
     """Load a run folder and check it against :mod:`snnbench.schema`.
 
@@ -450,11 +564,18 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     manifest = folder.manifest_data()
     holder = folder.live_holder()
     if holder is not None:
-        # its tables change with every case that finishes: read it once the run has ended
+        # its records change with every case that finishes: read it once the run has ended
         raise StorageError(f"{root} is in use by a live run ({holder}): wait for it to finish")
 
     parquet, csv = root / SUMMARY_PARQUET, root / SUMMARY_CSV
-    if parquet.is_file():
+    sample_file = root / SAMPLES_PARQUET
+    built = None
+    if folder.tables_stale() or not (parquet.is_file() or csv.is_file()):
+        built = _tables_from_records(folder, manifest, samples)
+    raw_samples: pd.DataFrame | None = None
+    if built is not None:
+        summary, raw_samples = built
+    elif parquet.is_file():
         summary = _read_table(parquet, "summary")
     elif csv.is_file():
         summary = _read_table(csv, "summary")
@@ -463,6 +584,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
             f"{root} has no {SUMMARY_PARQUET}: the run did not finish "
             "(resume it, or point at a finished run)"
         )
+    if built is None and samples and sample_file.is_file():
+        raw_samples = _read_table(sample_file, "samples")
     summary = with_added_columns(summary)
     missing = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
     if missing:
@@ -480,10 +603,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     summary = roofline.annotate(summary, roofline.gpu_models(manifest), PROBES)
 
     sample_frame: pd.DataFrame | None = None
-    sample_file = root / SAMPLES_PARQUET
-    if samples and sample_file.is_file():
-        sample_frame = with_added_columns(_read_table(sample_file, "samples"),
-                                          SAMPLE_COLUMNS)
+    if raw_samples is not None:
+        sample_frame = with_added_columns(raw_samples, SAMPLE_COLUMNS)
         missing = [c for c in SAMPLE_COLUMNS if c not in sample_frame.columns]
         if missing:
             raise StorageError(f"damaged samples in {root}: missing columns {', '.join(missing)}")

@@ -1,9 +1,9 @@
 """Run folders on disk: case records, derived tables, manifest, lock — all written atomically.
 
 The source of truth is one JSON record per finished case in ``cases/``; ``summary.*`` and
-``samples.parquet`` are rebuilt from those records after every case. Each file is written to a
-temporary name and renamed over the old one, so a kill at any instant leaves either the previous
-or the new complete file. Nothing here is pickled: results are plain data.
+``samples.parquet`` are rebuilt from those records (when: :mod:`snnbench.rundir`). Each file is
+written to a temporary name and renamed over the old one, so a kill at any instant leaves either
+the previous or the new complete file. Nothing here is pickled: results are plain data.
 """
 
 from __future__ import annotations

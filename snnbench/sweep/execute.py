@@ -38,8 +38,9 @@ def execute(
     jobs: list[Job] | None = None,
 ) -> Iterator[CaseRecord]:
     """Run the plan's jobs (``jobs``: the plan's, already listed) that the folder lacks,
-    storing each record and rebuilding the tables as it arrives (in the order the executor
-    finishes them). A case an engine lost runs again, as its next attempt."""
+    storing each record as it arrives (in the order the executor finishes them); the tables
+    are rebuilt only as the records double (:meth:`~snnbench.rundir.RunFolder.add_case`), and
+    by the caller at the end. A case an engine lost runs again, as its next attempt."""
     jobs = plan.jobs() if jobs is None else jobs
     lost = retry_attempts(folder)
     done = folder.finished_keys() - set(lost)
@@ -51,6 +52,10 @@ def execute(
         if job.key not in done:
             pending.append(job)
     total = len(pending)
+    if pending:
+        # before any record is written, here or by a cluster task: until the caller rebuilds
+        # the tables at the end, readers build them from the records
+        folder.begin_cases()
     finished = 0
     #: cases started so far (or decided without running): the number a "start" shows
     begun = 0
@@ -58,8 +63,7 @@ def execute(
     def store(job: Job, record: CaseRecord) -> CaseRecord:
         nonlocal finished
         finished += 1
-        folder.write_case(record)
-        folder.rebuild_tables(plan.run_id)
+        folder.add_case(record, plan.run_id)
         if progress:
             progress("done", finished, total, job, record)
         return record
