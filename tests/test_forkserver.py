@@ -1,0 +1,104 @@
+"""Issue 38, item 1: each case's worker is forked from a zygote that imported its library once
+per sweep, and stays a fresh process: no case sees what an earlier case left, the record says
+how its process started, and no zygote or child outlives the sweep (killed or not)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from snnbench.contract import CaseRecord
+from snnbench.executor_settings import ExecutorError, ExecutorSettings
+from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
+from tests.test_lifetime import _kill_and_check, _start, _wait_mid_sweep
+
+SMALL = ["--config", "ci-smoke", "--steps", "5", "--batch-size", "2", "--repeats", "3",
+         "--warmup", "1", "--threads", "1", "--device", "cpu", "--timeout", "120"]
+
+
+def _env(tag: str, probe_dir: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]),
+            TAG_VAR: tag, "SNNBENCH_FAKE_PROBE_DIR": str(probe_dir)}
+
+
+def _records(out: Path) -> list[CaseRecord]:
+    return [CaseRecord.read(p) for p in sorted((out / "cases").glob("*.json"))]
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_no_case_sees_what_an_earlier_case_left(tmp_path: Path, process_tag: str,
+                                                start: str) -> None:
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    out = tmp_path / "run"
+    proc = run_cli("run", *SMALL, "--adapters", "fake-counter", "--neurons", "8,16",
+                   "--replicates", "2", "--start", start, "--out", str(out),
+                   env=_env(process_tag, probes))
+    assert proc.returncode == 0, proc.stderr
+    records = [r for r in _records(out) if r.adapter == "fake-counter"]
+    assert len(records) == 4 and {r.status for r in records} == {"ok"}
+    assert {r.start for r in records} == {start}
+    seen = [json.loads(p.read_text()) for p in probes.glob("counter-*.json")]
+    by_pid: dict[int, list[int]] = {}
+    for probe in seen:
+        by_pid.setdefault(probe["pid"], []).append(probe["builds"])
+    # one process per case (verification builds, then the timed build), each finding the
+    # module-level counter at its initial value on its first build
+    assert len(by_pid) == 4
+    assert all(min(builds) == 0 for builds in by_pid.values()), by_pid
+    parents = {probe["ppid"] for probe in seen}
+    if start == "fork":
+        # all forked from one zygote (the sweep's child, not the sweep)
+        assert len(parents) == 1 and os.getpid() not in parents
+    assert wait_until_gone(process_tag) == []
+
+
+def test_a_library_that_leaves_a_thread_running_is_not_forked(tmp_path: Path,
+                                                               process_tag: str) -> None:
+    out = tmp_path / "run"
+    proc = run_cli("run", *SMALL, "--adapters", "fake-thread-at-import", "--neurons", "8",
+                   "--out", str(out), env=_env(process_tag, tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    [record] = [r for r in _records(out) if r.adapter == "fake-thread-at-import"]
+    assert record.status == "ok" and record.start == "spawn"
+    log = (out / "logs" / f"{record.key}.log").read_text()
+    assert "a Python thread runs in the zygote (fake-library-thread)" in log
+    [probe] = [r for r in _records(out) if r.adapter == "null"]
+    assert probe.start == "fork"  # the other adapters still fork
+    assert wait_until_gone(process_tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
+        tmp_path: Path, process_tag: str, sig: signal.Signals) -> None:
+    out = tmp_path / "run"
+    proc = _start(out, process_tag, [])
+    _wait_mid_sweep(out, proc)
+    # the slow case runs forked from its zygote, which is alive with it
+    assert any("snnbench.zygote" in p for p in tagged_processes(process_tag)), \
+        tagged_processes(process_tag)
+    _kill_and_check(out, proc, sig, process_tag)  # nothing left: no zygote, no child
+    assert {r.start for r in _records(out)} == {"fork"}
+
+
+def test_start_is_checked() -> None:
+    assert ExecutorSettings().start == "auto"
+    assert ExecutorSettings(start="spawn").to_dict()["start"] == "spawn"
+    assert ExecutorSettings.from_dict({"start": "fork"}).start == "fork"
+    with pytest.raises(ExecutorError, match="start must be one of auto, fork, spawn"):
+        ExecutorSettings(start="vfork")
+    with pytest.raises(ExecutorError, match="--start fork is an option of the local executor"):
+        ExecutorSettings(name="slurm", start="fork")
+
+
+def test_a_bad_start_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = run_cli("run", *SMALL, "--adapters", "null", "--start", "thread",
+                   "--out", str(tmp_path / "run"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "start must be one of" in proc.stderr
+    assert not (tmp_path / "run").exists()
