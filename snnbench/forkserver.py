@@ -178,7 +178,11 @@ class Zygote:
         finally:
             theirs.close()
         zygote = cls(argv, proc, ours)
-        why = zygote._wait_ready(timeout_s, stopped)
+        try:
+            why = zygote._wait_ready(timeout_s, stopped)
+        except BaseException:  # an interrupt while it imports: it ends now, not with us
+            zygote.close()
+            raise
         if why:
             zygote.close()
             return why
@@ -244,6 +248,34 @@ class Zygote:
             kill_group(self.proc)
 
 
+#: a zygote holds its libraries' memory for the whole sweep: none is started when less than
+#: this share of the machine's memory (and at least MIN_AVAILABLE_BYTES) would be left
+MIN_AVAILABLE_SHARE = 0.25
+MIN_AVAILABLE_BYTES = 2 << 30
+
+
+def memory_short(meminfo: str = "/proc/meminfo") -> str:
+    """Why no further zygote should be started (memory is short), "" when one may."""
+    values: dict[str, int] = {}
+    try:
+        with open(meminfo, encoding="ascii") as handle:
+            for line in handle:
+                name, _, rest = line.partition(":")
+                fields = rest.split()
+                if fields and fields[0].isdigit():
+                    values[name] = int(fields[0]) * 1024
+    except OSError:
+        return ""
+    total, available = values.get("MemTotal"), values.get("MemAvailable")
+    if not total or available is None:
+        return ""
+    floor = max(MIN_AVAILABLE_BYTES, int(total * MIN_AVAILABLE_SHARE))
+    if available < floor:
+        return (f"memory is short ({available / 2**30:.1f} GiB available of "
+                f"{total / 2**30:.1f}): no further zygote is kept")
+    return ""
+
+
 #: what tells zygotes apart: interpreter, adapter, environment variables, CPUs, thread
 ZygoteKey = tuple[str, str, tuple[tuple[str, str], ...], tuple[int, ...], int]
 
@@ -253,7 +285,8 @@ class Zygotes:
 
     One per (interpreter, adapter, environment variables, CPUs, the thread that starts it): a
     zygote serves the cases of one executor thread, one at a time, and dies with that thread.
-    A zygote that could not start (or refused) is remembered, and its cases spawn.
+    A zygote that could not start (or refused) is remembered, and its cases spawn; so do the
+    cases of one not started because memory is short (:func:`memory_short`).
     """
 
     def __init__(self) -> None:
@@ -273,6 +306,9 @@ class Zygotes:
             zygote.close()
             zygote = None
         if zygote is None:
+            short = memory_short()
+            if short:  # asked again at the next case: memory may be freed by then
+                return short
             zygote = Zygote.start(python, adapter, env, cpus, timeout_s, stopped)
             if zygote == "stopped":
                 return zygote

@@ -13,6 +13,7 @@ import pytest
 
 from snnbench.contract import CaseRecord
 from snnbench.executor_settings import ExecutorError, ExecutorSettings
+from snnbench.forkserver import memory_short
 from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
 from tests.test_lifetime import _kill_and_check, _start, _wait_mid_sweep
 
@@ -102,3 +103,13 @@ def test_a_bad_start_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "start must be one of" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_no_zygote_is_started_when_memory_is_short(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16000000 kB\nMemFree:  100 kB\n"
+                       "MemAvailable:    3000000 kB\n")
+    assert "memory is short (2.9 GiB available of 15.3)" in memory_short(str(meminfo))
+    meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    9000000 kB\n")
+    assert memory_short(str(meminfo)) == ""
+    assert memory_short(str(tmp_path / "missing")) == ""  # unknown: no limit
