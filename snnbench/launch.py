@@ -2,7 +2,10 @@
 whatever happens to that process into a :class:`~snnbench.contract.CaseRecord`.
 
 Every executor (local, Slurm, Ray) ends up here, on whichever machine runs the case, so a case
-always keeps its fresh process and a segfault stays a case status.
+always keeps its fresh process and a segfault stays a case status. The local executor may have
+that process forked from a zygote that imported the case's library once per sweep instead of
+started anew (:mod:`snnbench.forkserver`); the worker runs the same either way, and the record
+says which (``start``).
 
 Two clocks guard a worker. Until it touches :attr:`Job.prepared_marker` it is preparing
 (importing its library, building a CUDA extension on first use) under

@@ -50,8 +50,16 @@ def pinned_thread(cpus: Sequence[int]) -> Iterator[None]:
 
 def signal_group(proc: Child, sig: signal.Signals) -> None:
     """Send ``sig`` to ``proc``'s whole process group (gone already: nothing to do)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        # no such group: the process has ended, or it was forked and has not made its own
+        # session yet: then it alone (only while not reaped: its pid cannot be reused)
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, sig)
+    except PermissionError:
+        pass
 
 
 def kill_group(proc: Child) -> None:

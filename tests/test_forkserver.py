@@ -4,16 +4,21 @@ how its process started, and no zygote or child outlives the sweep (killed or no
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from snnbench.contract import CaseRecord
+from snnbench.contract import CaseRecord, Job
 from snnbench.executor_settings import ExecutorError, ExecutorSettings
-from snnbench.forkserver import memory_short
+from snnbench.forkserver import Zygotes, memory_short
+from snnbench.launch import Cancelled, run_worker
+from snnbench.spec import NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
 from tests.test_lifetime import _kill_and_check, _start, _wait_mid_sweep
 
@@ -113,3 +118,34 @@ def test_no_zygote_is_started_when_memory_is_short(tmp_path: Path) -> None:
     meminfo.write_text("MemTotal:       16000000 kB\nMemAvailable:    9000000 kB\n")
     assert memory_short(str(meminfo)) == ""
     assert memory_short(str(tmp_path / "missing")) == ""  # unknown: no limit
+
+
+def test_a_hung_forked_worker_is_killed_and_a_stop_kills_it_at_once(
+        fake_plugins: Path, tmp_path: Path, process_tag: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TAG_VAR, process_tag)
+    zygotes = Zygotes()
+    job = Job(adapter="fake-hang", variant="default", device="cpu",
+              spec=NetworkSpec(neurons=8, batch_size=2, time_steps=5), timeout_s=2.0,
+              prepare_timeout_s=300.0)
+    try:
+        folder = tmp_path / "jobs" / "hang"
+        folder.mkdir(parents=True)
+        record = run_worker(job.with_result_in(folder), folder, tmp_path / "logs" / "hang.log",
+                            zygotes=zygotes)
+        assert record.status == "timeout" and record.start == "fork", record.message
+        assert "no result within the 2 s timeout" in record.message
+        # a stop while the case runs: the worker is killed and the launcher returns at once
+        stop = threading.Event()
+        timer = threading.Timer(1.0, stop.set)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            run_worker(dataclasses.replace(job, timeout_s=600.0).with_result_in(folder), folder,
+                       tmp_path / "logs" / "stop.log", stop, zygotes=zygotes)
+        assert time.monotonic() - started < 30
+        workers = [p for p in tagged_processes(process_tag) if "snnbench.zygote" in p]
+        assert len(workers) == 1, workers  # the zygote alone: its child is gone
+    finally:
+        zygotes.close()
+    assert wait_until_gone(process_tag) == []
