@@ -20,7 +20,11 @@ from snnbench.forkserver import Zygotes, memory_short
 from snnbench.launch import Cancelled, run_worker
 from snnbench.spec import NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
+from tests.test_libenv import env_cache, fake_config, wheelhouse
 from tests.test_lifetime import _kill_and_check, _start, _wait_mid_sweep
+
+#: the library-environment fixtures, used here by name
+FIXTURES = (env_cache, wheelhouse)
 
 SMALL = ["--config", "ci-smoke", "--steps", "5", "--batch-size", "2", "--repeats", "3",
          "--warmup", "1", "--threads", "1", "--device", "cpu", "--timeout", "120"]
@@ -149,3 +153,21 @@ def test_a_hung_forked_worker_is_killed_and_a_stop_kills_it_at_once(
     finally:
         zygotes.close()
     assert wait_until_gone(process_tag) == []
+
+
+@pytest.mark.usefixtures("env_cache", "fake_plugins")
+def test_a_library_environment_forks_from_a_zygote_of_its_own_interpreter(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    wheelhouse = request.getfixturevalue("wheelhouse")
+    out = tmp_path / "run"
+    config = fake_config(tmp_path, ["fake-lib@1.0", "fake-lib@2.0", "fake-ok"])
+    proc = run_cli("run", "--config", str(config), "--wheelhouse", str(wheelhouse),
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    records = {r.environment.name or r.adapter: r for r in _records(out)}
+    assert {r.start for r in records.values()} == {"fork"}
+    # each forked worker saw its own environment's library, as a spawned one does
+    assert records["fake-lib@1.0"].library_version == "1.0"
+    assert records["fake-lib@2.0"].library_version == "2.0"
+    assert records["fake-lib@2.0"].packages["snnbench-fakelib"] == "2.0"
+    assert "snnbench-fakelib" not in records["fake-ok"].packages
