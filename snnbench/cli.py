@@ -341,6 +341,11 @@ def run(
         "--bind-cpus/--no-bind-cpus",
         help="local --gpus: pin each case to the CPUs nearest its GPU.",
         rich_help_panel=EXEC_PANEL)] = None,
+    start: Annotated[str | None, typer.Option(
+        help="local: how each case's fresh worker process starts: fork (from a parent that "
+        "imported the case's library once per sweep and touched no device), spawn (a new "
+        "interpreter per case, importing its library each time) or auto (default: fork on "
+        "Linux). Every row records which.", rich_help_panel=EXEC_PANEL)] = None,
     partition: Annotated[str | None, typer.Option(
         help="slurm: partition.", rich_help_panel=EXEC_PANEL)] = None,
     account: Annotated[str | None, typer.Option(
@@ -445,7 +450,8 @@ def run(
         fail("--trust-folder applies to --resume only")
     exec_overrides: dict[str, Any] = {}
     for key, option in (("name", executor), ("jobs", jobs), ("bind_cpus", bind_cpus),
-                        ("slurm.partition", partition), ("slurm.account", account),
+                        ("start", start), ("slurm.partition", partition),
+                        ("slurm.account", account),
                         ("slurm.gpus_per_node", gpus_per_node),
                         ("slurm.timeout_min", timeout_min),
                         ("slurm.array_parallelism", array_parallelism),

@@ -373,6 +373,10 @@ class CaseRecord:
     order: Count = 0
     #: the worker's wall time, as seen by whoever started it
     wall_s: OptFloat = None
+    #: how the worker process was started: "spawn" (a new interpreter), "fork" (forked from a
+    #: zygote that had imported the library: :mod:`snnbench.forkserver`); "" when no worker
+    #: ran (a row decided before running, a record of an older snnbench)
+    start: str = ""
     #: thread, precision and seed settings the worker applied
     settings: Table = field(default_factory=dict)
     #: measurement details beyond the samples (warm-up steps, timer, block size, clocks...)

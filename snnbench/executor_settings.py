@@ -7,6 +7,8 @@
     jobs = 1                  # local: CPU cases side by side, each on its own cores
     gpus = []                 # local: GPUs (NVML index or UUID), one case per GPU at a time
     bind_cpus = false         # local --gpus: pin each case to the CPUs nearest its GPU
+    start = "auto"            # local: fork each case from a pre-imported parent (auto: where
+                              # safe, Linux) or spawn a new interpreter per case
 
     [executor.NAME]           # the settings of executor NAME (its plugin's settings_type)
 
@@ -92,7 +94,9 @@ def _with_settings() -> tuple[str, ...]:
 
 
 #: the keys of ``[executor]`` itself (the rest name sub-tables)
-_TOP_KEYS: tuple[str, ...] = ("name", "jobs", "gpus", "bind_cpus")
+_TOP_KEYS: tuple[str, ...] = ("name", "jobs", "gpus", "bind_cpus", "start")
+#: ``start``: how the local executor starts a case's worker (auto: fork where it is safe)
+START_SETTINGS: tuple[str, ...] = ("auto", "fork", "spawn")
 
 
 @dataclass(frozen=True, init=False)
@@ -109,18 +113,22 @@ class ExecutorSettings:
     jobs: int
     gpus: tuple[str, ...]
     bind_cpus: bool
+    #: local: "fork" (each case forked from a zygote that imported its library once), "spawn"
+    #: (a new interpreter per case) or "auto" (fork where it is safe)
+    start: str
     #: (executor name, its settings object), by name
     tables: tuple[tuple[str, Any], ...]
 
     def __init__(self, name: str = "local", jobs: int = 1, gpus: tuple[str, ...] = (),
                  bind_cpus: bool = False, tables: Mapping[str, Any] | None = None,
-                 **by_name: Any) -> None:
+                 start: str = "auto", **by_name: Any) -> None:
         given = {key: value for key, value in {**dict(tables or {}), **by_name}.items()
                  if not _is_default(value)}
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "jobs", jobs)
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "bind_cpus", bind_cpus)
+        object.__setattr__(self, "start", start)
         object.__setattr__(self, "tables", tuple(sorted(given.items())))
         self.__post_init__()
 
@@ -132,6 +140,12 @@ class ExecutorSettings:
         if self.jobs > 1 and self.gpus:
             raise ExecutorError("--jobs (CPU cases side by side) and --gpus (one case per GPU) "
                                 "exclude each other")
+        if self.start not in START_SETTINGS:
+            raise ExecutorError(f"start must be one of {', '.join(START_SETTINGS)}, got "
+                                f"{self.start!r}")
+        if self.name != "local" and self.start == "fork":
+            raise ExecutorError(f"--start fork is an option of the local executor; "
+                                f"{self.name!r} starts each case as a new process")
         if self.name != "local" and (self.jobs > 1 or self.gpus):
             raise ExecutorError(f"--jobs and --gpus are options of the local executor, not of "
                                 f"{self.name!r}")
@@ -166,7 +180,7 @@ class ExecutorSettings:
         """Plain data (the manifest's config): ``[executor]`` and the settings of every installed
         executor that takes a sub-table, defaults included (this loads those plugins)."""
         data: dict[str, Any] = {"name": self.name, "jobs": self.jobs, "gpus": list(self.gpus),
-                                "bind_cpus": self.bind_cpus}
+                                "bind_cpus": self.bind_cpus, "start": self.start}
         held = dict(self.tables)
         for key in (*_with_settings(), *held):
             if key not in data:

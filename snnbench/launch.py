@@ -2,7 +2,10 @@
 whatever happens to that process into a :class:`~snnbench.contract.CaseRecord`.
 
 Every executor (local, Slurm, Ray) ends up here, on whichever machine runs the case, so a case
-always keeps its fresh process and a segfault stays a case status.
+always keeps its fresh process and a segfault stays a case status. The local executor may have
+that process forked from a zygote that imported the case's library once per sweep instead of
+started anew (:mod:`snnbench.forkserver`); the worker runs the same either way, and the record
+says which (``start``).
 
 Two clocks guard a worker. Until it touches :attr:`Job.prepared_marker` it is preparing
 (importing its library, building a CUDA extension on first use) under
@@ -16,7 +19,6 @@ CPUs of its :class:`~snnbench.contract.Placement`, and is killed when its execut
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import signal
@@ -24,15 +26,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from snnbench.contract import RESULT_NOT_WRITTEN_EXIT, CaseRecord, ContractError, Job
 from snnbench.fileio import replace_with_new_file
+from snnbench.forkserver import ForkedProcess, Zygotes
 from snnbench.lifeline import PARENT_PID_VAR
 from snnbench.masking import scrub, secret_values
-from snnbench.processes import kill_group, kill_leftovers
+from snnbench.processes import Child, kill_group, kill_leftovers, pinned_thread
+
+__all__ = ["Cancelled", "Exit", "pinned_thread", "run_worker", "worker_command",
+           "worker_environment"]
 
 #: how often the parent looks at the worker and its marker file
 POLL_S = 0.05
@@ -91,35 +98,47 @@ def worker_environment(job: Job, base: dict[str, str] | None = None) -> dict[str
     return env
 
 
-@contextlib.contextmanager
-def pinned_thread(cpus: Sequence[int]) -> Iterator[None]:
-    """Run the block with this thread pinned to ``cpus`` (nothing when empty).
-
-    A new process starts with the CPU affinity of the thread that spawns it, so the worker is
-    pinned from its first instruction: the thread pools its libraries create at import
-    inherit it. (A pre-exec hook would do the same but forces ``fork`` over ``vfork``, unsafe
-    in a threaded parent.) On Linux the affinity of pid 0 is the calling thread's only.
-    """
-    if not cpus or not hasattr(os, "sched_getaffinity"):
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, set(cpus))
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
+def start_worker(job: Job, job_path: Path, log: BinaryIO, env: dict[str, str],
+                 prefix: Sequence[str] = (), zygotes: Zygotes | None = None,
+                 stop: threading.Event | None = None) -> tuple[Child, str]:
+    """Start the job's worker with its output on ``log``: forked from its zygote when
+    ``zygotes`` is given (:mod:`snnbench.forkserver`), else (or when its zygote cannot fork)
+    as a new process. The process, and how it was started (``fork`` or ``spawn``)."""
+    if zygotes is not None and not prefix:
+        python = job.environment.python or sys.executable
+        forked = zygotes.fork(python, job.adapter, env, job.placement.cpus, str(job_path),
+                              log.fileno(), job.prepare_timeout_s,
+                              lambda: stop is not None and stop.is_set())
+        if isinstance(forked, ForkedProcess):
+            return forked, "fork"
+        if stop is not None and stop.is_set():
+            raise Cancelled(f"{job.key}: stopped")
+        # said once per case, in its log: why its library was imported again
+        log.write(f"snnbench: started as a new process: {forked}\n".encode())
+        log.flush()
+    with pinned_thread(job.placement.cpus):
+        proc = subprocess.Popen(
+            worker_command(job, job_path, prefix),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: a timeout kills its children
+        )
+    return proc, "spawn"
 
 
 def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | None = None,
-               prefix: Sequence[str] = ()) -> CaseRecord:
+               prefix: Sequence[str] = (), zygotes: Zygotes | None = None) -> CaseRecord:
     """Write ``job`` into ``job_dir``, run its worker, and return its record.
 
     ``job.result_path`` must lie in ``job_dir``. The record is the worker's own when it wrote
     one; otherwise one the parent builds from the exit (timeout, signal, exit code) and the
     last lines of the log. When ``stop`` is set the worker is killed and :class:`Cancelled`
     raised. The calling thread waits for the worker: it must, since the kernel's
-    parent-death signal fires when the thread that started a process exits.
+    parent-death signal fires when the thread that started a process exits. With
+    ``zygotes`` the worker is forked from a pre-imported parent (:func:`start_worker`); the
+    record's ``start`` says how it was started.
     """
     job_path = job_dir / "job.json"
     job.write(job_path)
@@ -129,24 +148,18 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     # a new file, never one opened through what was there: in a folder someone sent, a
     # link to a file elsewhere (it would be truncated) or a FIFO (it would block)
     with open(replace_with_new_file(log_path), "wb") as log:
-        with pinned_thread(job.placement.cpus):
-            proc = subprocess.Popen(
-                worker_command(job, job_path, prefix),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # its own process group: a timeout kills its children
-            )
+        proc, start = start_worker(job, job_path, log, env, prefix, zygotes, stop)
         try:
             exit_ = wait_for_worker(proc, job, stop)
         except BaseException:
             kill_group(proc)
             kill_leftovers(proc)
+            release(proc)
             scrub_log(log_path, secret_values(env))
             raise
         # a helper the library started (a compile server, daemonized) dies with its case
         kill_leftovers(proc)
+        release(proc)
     secrets = secret_values(env)
     scrub_log(log_path, secrets)
     record = read_result(Path(job.result_path))
@@ -160,12 +173,19 @@ def run_worker(job: Job, job_dir: Path, log_path: Path, stop: threading.Event | 
     record.message = scrub(record.message, secrets)
     record.traceback = scrub(record.traceback, secrets)
     record.wall_s = exit_.wall_s
+    record.start = start
     record.order = job.order
     if not record.finished_utc:
         from snnbench.contract import now_utc
 
         record.finished_utc = now_utc()
     return record
+
+
+def release(proc: Child) -> None:
+    """Let a forked worker's zygote reap it, now that nothing it left can outlive it."""
+    if isinstance(proc, ForkedProcess):
+        proc.release()
 
 
 def scrub_log(path: Path, secrets: list[str]) -> None:
@@ -182,7 +202,7 @@ def scrub_log(path: Path, secrets: list[str]) -> None:
         pass  # no log (a full disk): nothing written, nothing to mask
 
 
-def wait_for_worker(proc: subprocess.Popen[bytes], job: Job,
+def wait_for_worker(proc: Child, job: Job,
                     stop: threading.Event | None = None) -> Exit:
     """Wait for the worker under the prepare limit, then under the case limit."""
     started = time.monotonic()

@@ -109,7 +109,8 @@ def _die(job_dir: Path | None) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -142,7 +143,7 @@ def arm(job_dir: Path | None) -> bool:
     # started directly by the launcher, which is gone already: the kernel signal came too late.
     # A parent of 1 means re-parented to init, unless the launcher is PID 1 itself (a container
     # run without an init, ``podman run`` without ``--init``): then 1 is the launcher, alive
-    if (parent == 1 and launcher != 1) or (parent != launcher and not _alive(launcher)):
+    if (parent == 1 and launcher != 1) or (parent != launcher and not alive(launcher)):
         _die(job_dir)
 
     def watch() -> None:

@@ -12,17 +12,57 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 
-def signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:
+class Child(Protocol):
+    """What these helpers use of a child process: a ``subprocess.Popen``, or a worker forked
+    from a zygote (:class:`snnbench.forkserver.ForkedProcess`)."""
+
+    pid: int
+    returncode: int | None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Reap it; raise ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        ...
+
+
+@contextlib.contextmanager
+def pinned_thread(cpus: Sequence[int]) -> Iterator[None]:
+    """Run the block with this thread pinned to ``cpus`` (nothing when empty).
+
+    A new process starts with the CPU affinity of the thread that spawns it, so the worker is
+    pinned from its first instruction: the thread pools its libraries create at import
+    inherit it. (A pre-exec hook would do the same but forces ``fork`` over ``vfork``, unsafe
+    in a threaded parent.) On Linux the affinity of pid 0 is the calling thread's only.
+    """
+    if not cpus or not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def signal_group(proc: Child, sig: signal.Signals) -> None:
     """Send ``sig`` to ``proc``'s whole process group (gone already: nothing to do)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        # no such group: the process has ended, or it was forked and has not made its own
+        # session yet: then it alone (only while not reaped: its pid cannot be reused)
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, sig)
+    except PermissionError:
+        pass
 
 
-def kill_group(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: Child) -> None:
     """SIGKILL ``proc``'s whole process group and reap ``proc``."""
     signal_group(proc, signal.SIGKILL)
     proc.wait()
@@ -49,7 +89,7 @@ def session_members(session: int) -> list[int]:
     return members
 
 
-def kill_leftovers(proc: subprocess.Popen[Any]) -> None:
+def kill_leftovers(proc: Child) -> None:
     """SIGKILL what a child started with ``start_new_session`` left behind once it exited:
     its process group and its session (a compile server the library daemonized, reparented
     to init, is still in both)."""

@@ -21,8 +21,10 @@ REPO = Path(__file__).resolve().parent.parent
 #: every process the tests start inherits this variable: its value tags them as ours
 TAG_VAR = "SNNBENCH_TEST_TAG"
 #: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers,
-#: the local executor's reaper, uv building a library environment)
-SWEEP_PROCESSES = ("snnbench.worker", "submitit.core._submit", "submitit.local._local",
+#: the local executor's reaper, uv building a library environment, a zygote and the workers it
+#: forked, which keep its command line)
+SWEEP_PROCESSES = ("snnbench.worker", "snnbench.zygote", "submitit.core._submit",
+                   "submitit.local._local",
                    "snnbench.lifeline", "uv pip compile", "uv pip install", "uv venv")
 
 

@@ -5,6 +5,10 @@ With several :class:`~snnbench.executors.placement.Slot` s (``--jobs N``: N CPU 
 most N cases run side by side, each pinned to its own cores or GPU. Timings taken side by side
 are not comparable with sequential ones (shared caches, memory bandwidth, clocks): every row
 records its concurrency.
+
+Each case's worker is forked from a zygote that imported its library once per sweep
+(``[executor] start = "fork"``, the default on Linux: :mod:`snnbench.forkserver`), or started
+as a new interpreter (``"spawn"``); every row records which (``start``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from snnbench.contract import CaseRecord, Job, Placement
 from snnbench.executor_settings import ExecutorError, ExecutorSettings
 from snnbench.executors.base import Executor, JobStarted
 from snnbench.executors.placement import Slot, cpu_slots, gpu_slots, hostname
+from snnbench.forkserver import Zygotes, fork_unsupported
 from snnbench.launch import Cancelled, run_worker
 
 #: how often the collecting thread wakes up (an interrupt is handled within this time)
@@ -56,20 +61,27 @@ class LocalExecutor(Executor):
     def from_settings(cls, settings: ExecutorSettings, device: str, threads: int,
                       nvml: Any | None = None) -> LocalExecutor:
         """One slot, or ``--jobs N`` CPU slots, or one slot per ``--gpus`` GPU."""
+        why = fork_unsupported()
+        if settings.start == "fork" and why:
+            raise ExecutorError(f"--start fork: {why}")
         if settings.gpus:
             if device == "cpu":
                 raise ExecutorError("--gpus runs CUDA cases: use it with --device cuda")
-            return cls(gpu_slots(settings.gpus, settings.bind_cpus, nvml))
+            return cls(gpu_slots(settings.gpus, settings.bind_cpus, nvml), settings.start)
         if settings.jobs > 1:
             if device == "cuda":
                 raise ExecutorError("--jobs runs CPU cases side by side; for GPUs use --gpus")
-            return cls(cpu_slots(settings.jobs))
-        return cls()
+            return cls(cpu_slots(settings.jobs), settings.start)
+        return cls(start=settings.start)
 
-    def __init__(self, slots: Sequence[Slot] | None = None) -> None:
+    def __init__(self, slots: Sequence[Slot] | None = None, start: str = "spawn") -> None:
         self.slots = list(slots) if slots else [Slot(0)]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: how workers start: "fork" (from a zygote per library, where this machine can) or
+        #: "spawn" (a new interpreter each)
+        self.start = "spawn" if start == "spawn" or fork_unsupported() else "fork"
+        self._zygotes: Zygotes | None = Zygotes() if self.start == "fork" else None
 
     @property
     def concurrency(self) -> int:
@@ -81,7 +93,7 @@ class LocalExecutor(Executor):
         return None
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "concurrency": self.concurrency,
+        return {"name": self.name, "concurrency": self.concurrency, "start": self.start,
                 "slots": [{"cpus": list(s.cpus), "gpu_uuid": s.gpu_uuid} for s in self.slots]}
 
     def run(self, jobs: Iterable[Job], work_dir: Path, log_dir: Path,
@@ -91,7 +103,8 @@ class LocalExecutor(Executor):
                 placed = place(job, self.slots[0], self.name, 1)
                 if on_start is not None:
                     on_start(placed)
-                yield run_in_folder(placed, work_dir, log_dir, self._stop)
+                yield run_in_folder(placed, work_dir, log_dir, self._stop,
+                                    zygotes=self._zygotes)
             return
         yield from self._run_side_by_side(list(jobs), work_dir, log_dir, on_start)
 
@@ -112,7 +125,8 @@ class LocalExecutor(Executor):
                 placed = place(job, slot, self.name, len(self.slots))
                 events.put(("start", placed))
                 try:
-                    events.put(("done", run_in_folder(placed, work_dir, log_dir, self._stop)))
+                    events.put(("done", run_in_folder(placed, work_dir, log_dir, self._stop,
+                                                      zygotes=self._zygotes)))
                 except Cancelled:
                     return
                 except BaseException as exc:  # handed to the caller's thread, never lost
@@ -150,15 +164,18 @@ class LocalExecutor(Executor):
         for thread in self._threads:
             thread.join()
         self._threads = []
+        if self._zygotes is not None:
+            self._zygotes.close()
 
 
 def run_in_folder(job: Job, work_dir: Path, log_dir: Path,
                   stop: threading.Event | None = None,
-                  prefix: Sequence[str] = ()) -> CaseRecord:
-    """Run ``job`` in its own folder under ``work_dir`` and remove that folder afterwards."""
+                  prefix: Sequence[str] = (), zygotes: Zygotes | None = None) -> CaseRecord:
+    """Run ``job`` in its own folder under ``work_dir`` and remove that folder afterwards
+    (its worker forked from one of ``zygotes`` when given)."""
     folder = job_folder(work_dir, job)
     try:
         return run_worker(job.with_result_in(folder), folder, log_dir / f"{job.key}.log",
-                          stop, prefix)
+                          stop, prefix, zygotes)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -326,3 +326,43 @@ class MutatesAdapter(_Base):
         for w in data.weights:
             w *= 3.0
         return NumpyModel(data)
+
+
+#: builds of CounterAdapter in this process: every case must see it at 0 (issue 38)
+BUILDS = 0
+
+
+class CounterAdapter(_Base):
+    """Counts its builds in a module-level variable and writes the count it found (with its
+    pid and parent's) to ``$SNNBENCH_FAKE_PROBE_DIR/counter-<pid>-<n>.json``: a case that
+    could see what an earlier case left would find it above 0 at its first build."""
+
+    name = "fake-counter"
+
+    def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
+        import json
+
+        global BUILDS
+        folder = os.environ.get("SNNBENCH_FAKE_PROBE_DIR")
+        if folder:
+            seen = {"pid": os.getpid(), "ppid": os.getppid(), "builds": BUILDS,
+                    "neurons": spec.neurons}
+            path = os.path.join(folder, f"counter-{os.getpid()}-{BUILDS}.json")
+            with open(path, "w") as handle:
+                json.dump(seen, handle)
+        BUILDS += 1
+        return NumpyModel(data)
+
+
+class ThreadAtImportAdapter(_Base):
+    """Its library starts a Python thread when imported (in version()), which stays: a
+    process that has imported it is not safe to fork."""
+
+    name = "fake-thread-at-import"
+
+    def version(self) -> str:
+        import threading
+
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True,
+                         name="fake-library-thread").start()
+        return super().version()
