@@ -12,7 +12,9 @@ from typing import Any
 from rich import box as boxes
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from snnbench.render.model import Document, Footnotes, Table
 
@@ -20,10 +22,13 @@ from snnbench.render.model import Document, Footnotes, Table
 @dataclass(frozen=True)
 class Look:
     """How a table is boxed: ``compact`` is the borderless head-rule style of the run tables;
-    otherwise rich's default box. ``no_wrap`` keeps cells on one line; ``fold`` folds them."""
+    otherwise rich's default box. ``no_wrap`` keeps cells on one line; ``fold`` folds them;
+    ``whole_first`` never wraps or cuts the first column (the adapter's name), whatever the
+    width: the other columns wrap instead."""
 
     compact: bool = False
     no_wrap: bool = False
+    whole_first: bool = False
     fold: bool = False
     collapse_padding: bool = False
     tight: bool = False
@@ -43,13 +48,20 @@ def to_rich(table: Table, look: Look = Look()) -> RichTable:
         options["padding"] = (0, 1, 0, 0)
     if look.title_left:
         options["title_justify"] = "left"
+    if table.caption:
+        options.update(caption=escape(table.caption), caption_justify="left")
     out = RichTable(**options)
-    for header in table.headers:
+    for index, header in enumerate(table.headers):
         column: dict[str, Any] = {"justify": table.justify.get(header, "left")}
         if look.no_wrap:
             column["no_wrap"] = True
         if look.fold:
             column["overflow"] = "fold"
+        if look.whole_first:
+            column["overflow"] = "fold"  # a long word (a number) folds rather than vanishing
+            if index == 0:
+                width = max([len(header), *(len(row[0]) for row in table.rows)])
+                column.update(no_wrap=True, min_width=width)
         out.add_column(escape(header), **column)
     for index, row in enumerate(table.rows):
         out.add_row(*(escape(c) for c in row), style=table.row_style(index))
@@ -67,5 +79,23 @@ def print_document(console: Console, doc: Document, look: Look = Look()) -> None
         console.print(escape(line), highlight=False)
     for table in doc.tables:
         console.print(to_rich(table, look))
+        if table.caption:  # a caption ends on its text: a blank line before what follows
+            console.print()
     for line in [*Footnotes.numbered(doc.footnotes), *doc.tail]:
-        console.print(escape(line), highlight=False)
+        print_hanging(console, line)
+
+
+def print_hanging(console: Console, line: str) -> None:
+    """Print ``line`` wrapped at words with a hanging indent: its continuation lines start
+    under its text (after its leading spaces and a ``1.`` number), not at the left edge."""
+    text = line.lstrip(" ")
+    indent = len(line) - len(text)
+    head, _, rest = text.partition(" ")
+    if head[:-1].isdigit() and head.endswith(".") and rest:
+        grid = RichTable.grid(padding=(0, 1, 0, 0))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        grid.add_row(Text(" " * indent + head), Text(rest))
+        console.print(grid)
+        return
+    console.print(Padding(Text(text), (0, 0, 0, indent), expand=False), highlight=False)

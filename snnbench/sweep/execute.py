@@ -50,31 +50,43 @@ def execute(
                 job.placement, attempt=lost[job.key] + 1))
         if job.key not in done:
             pending.append(job)
-    total = len(pending)
+    runnable: list[Job] = []
+    decided: list[tuple[Job, CaseRecord]] = []
+    for job in pending:
+        record = static_record(job, plan.entries)
+        if record is None:
+            runnable.append(job)
+        else:
+            # decided here without running: no case ran beside it
+            record.placement = dataclasses.replace(record.placement, executor=executor.name,
+                                                   concurrency=0)
+            decided.append((job, record))
+    # the progress counts the cases that run: a case decided without a process takes no
+    # time, and counted as progress it would make the estimate of the time left too short
+    total = len(runnable)
     finished = 0
-    #: cases started so far (or decided without running): the number a "start" shows
+    #: cases started so far: the number a "start" shows
     begun = 0
 
     def store(job: Job, record: CaseRecord) -> CaseRecord:
         nonlocal finished
         finished += 1
         folder.write_case(record)
-        folder.rebuild_tables(plan.run_id)
+        # told before the tables are rebuilt: the case's number reaches the terminal first
+        # (the record is already on disk, so an interrupt here loses nothing)
         if progress:
             progress("done", finished, total, job, record)
+        folder.rebuild_tables(plan.run_id)
         return record
 
-    runnable: list[Job] = []
-    for job in pending:
-        record = static_record(job, plan.entries)
-        if record is None:
-            runnable.append(job)
-        else:
-            begun += 1
-            # decided here without running: no case ran beside it
-            record.placement = dataclasses.replace(record.placement, executor=executor.name,
-                                                   concurrency=0)
-            yield store(job, record)
+    for _, record in decided:
+        folder.write_case(record)
+    if decided:  # the tables once for all of them: the first case starts sooner
+        folder.rebuild_tables(plan.run_id)
+    for index, (job, record) in enumerate(decided, start=1):
+        if progress:
+            progress("decided", index, len(decided), job, record)
+        yield record
     by_key = {job.key: job for job in runnable}
 
     def started(job: Job) -> None:
