@@ -550,7 +550,15 @@ def run(
             progress.console.print(Padding(Text(line, style=tint), (0, 0, 0, 2), expand=False))
 
     def on_environment(line: str) -> None:
-        (progress.console if bars else err_console).print(escape(line), highlight=False)
+        from snnbench.render.terminal import print_labelled
+
+        where = progress.console if bars else err_console
+        label, _, text = line.partition(": ")
+        if label in ("warning", "notice") and text:
+            # wrapped at words under its text: a long warning never breaks mid-word
+            print_labelled(where, f"{label}:", text, "yellow")
+        else:
+            where.print(escape(line), highlight=False)
 
     try:
         with terminate_as_interrupt():
@@ -583,8 +591,10 @@ def run(
     _print_run(outcome.run_dir, "text", verbose=verbose,
                skipped_hint=f"'snnbench show {outcome.run_dir} --skipped'")
     _export(outcome.run_dir, exports)
+    from snnbench.render.terminal import print_labelled
+
     for reason in outcome.noise.reasons:
-        err_console.print(f"noisy run: {escape(reason)}", highlight=False, soft_wrap=True)
+        print_labelled(err_console, "noisy run:", reason, "yellow")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")

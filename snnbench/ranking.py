@@ -99,7 +99,10 @@ class CaseRanking:
 
 
 def _x(value: float) -> str:
-    """A ratio to three significant digits at most (``4.7``, ``12.3``, ``104``)."""
+    """A ratio as the tables write it: two decimals below 10 (``4.70``), three significant
+    digits below 100 (``12.3``), whole above (``104``)."""
+    if value < 10:
+        return f"{value:.2f}"
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 

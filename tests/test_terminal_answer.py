@@ -80,7 +80,7 @@ def test_two_libraries_within_the_noise_are_not_told_apart() -> None:
     assert found.sentence().endswith("not told apart (the interval reaches 1×)")
     # without raw samples: the ratio of the medians alone, no interval claimed
     bare = speedup(Entry("a", 1e-3, 0.0), Entry("b", 2e-3, 0.0), "n=64")
-    assert bare.sentence() == "a ran 2× faster than b at n=64"
+    assert bare.sentence() == "a ran 2.00× faster than b at n=64"
 
 
 # -- the table: sorted, probes apart, labels whole, skipped rows counted ------------------

@@ -99,3 +99,13 @@ def print_hanging(console: Console, line: str) -> None:
         console.print(grid)
         return
     console.print(Padding(Text(text), (0, 0, 0, indent), expand=False), highlight=False)
+
+
+def print_labelled(console: Console, label: str, text: str, style: str = "") -> None:
+    """``label text`` wrapped at words, its continuation lines under the text (``noisy run:
+    other processes keep 2.0 cores busy ...``): a long warning never breaks mid-word."""
+    grid = RichTable.grid(padding=(0, 1, 0, 0))
+    grid.add_column(no_wrap=True, style=style)
+    grid.add_column()
+    grid.add_row(Text(label), Text(text))
+    console.print(grid)
