@@ -703,7 +703,8 @@ def _print_run(run_dir: Path, fmt: str, *, verbose: bool = False,
     elif fmt != "text":
         print(view.rstrip("\n"))
     else:
-        print_document(console, view, Look(compact=True, whole_first=True, title_left=True))
+        print_document(console, view, Look(compact=True, whole_first=True, title_left=True,
+                                           collapse_padding=True))
 
 
 #: ``run``'s export flags, by the format each writes

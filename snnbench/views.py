@@ -211,8 +211,8 @@ def run_document(run_name: str, records: list[dict[str, Any]],
         if not verbose:
             # the forward and backward phases are the step's detail (--verbose, or md/json)
             drop.update(("fwd ms", "bwd ms"))
-            if all(r["status"] == "ok" for r in libraries):
-                drop.add("status")
+        if all(r["status"] == "ok" for r in libraries):
+            drop.add("status")
         if all(r["spike_match_fraction"] in (None, 1.0) for r in libraries):
             drop.add("spikes")
             if any(r["spike_match_fraction"] == 1.0 for r in libraries):

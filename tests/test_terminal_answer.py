@@ -112,11 +112,19 @@ def test_show_sorts_by_speed_sets_probes_apart_and_counts_skipped_rows(tmp_path:
 
 def test_long_adapter_labels_print_whole_at_80_columns_and_into_a_pipe(tmp_path: Path) -> None:
     run = _run(tmp_path)
-    for columns in (80, 60):
-        out = _invoke("show", str(run), columns=columns).output
+    for columns, flags in ((80, ()), (60, ()), (80, ("--verbose",))):
+        out = _invoke("show", str(run), *flags, columns=columns).output
         assert f" {LONG} " in out, out
         assert "…" not in out
         assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+        # every column is there, none cut at the right edge; numbers wrap at their spaces
+        header = next(line for line in out.splitlines() if re.match(r"\s*adapter\s", line))
+        assert "grad" in header and "floor×" in header, out
+        lines = out.splitlines()
+        start = lines.index(header) + 2  # below the rule
+        for line in lines[start:start + 12]:
+            if line.startswith("  ") and line.strip():  # a row's second line: spreads only
+                assert all(re.fullmatch(r"±\d+%", w) for w in line.split()), (line, out)
 
 
 def test_the_header_promises_only_the_columns_shown(tmp_path: Path) -> None:

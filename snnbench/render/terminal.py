@@ -58,10 +58,15 @@ def to_rich(table: Table, look: Look = Look()) -> RichTable:
         if look.fold:
             column["overflow"] = "fold"
         if look.whole_first:
-            column["overflow"] = "fold"  # a long word (a number) folds rather than vanishing
+            # a cell wraps at its spaces (``0.614`` / ``±7%``), never inside a word: each
+            # column is at least as wide as its longest word, the first (the adapter's
+            # name) as its longest name
+            cells = [row[index] for row in table.rows]
             if index == 0:
-                width = max([len(header), *(len(row[0]) for row in table.rows)])
-                column.update(no_wrap=True, min_width=width)
+                column.update(no_wrap=True, min_width=max(map(len, [header, *cells])))
+            else:
+                words = [w for text in [header, *cells] for w in text.split()]
+                column.update(overflow="fold", min_width=max(map(len, words), default=1))
         out.add_column(escape(header), **column)
     for index, row in enumerate(table.rows):
         out.add_row(*(escape(c) for c in row), style=table.row_style(index))
