@@ -335,3 +335,32 @@ def test_one_thread_on_a_busy_machine_is_not_told_to_use_one_thread() -> None:
     assert "--threads" not in one.message and "stop the other processes" in one.message
     two = _threads_finding(cpus=2, others=1.2, threads=2, jobs=1)
     assert "2 threads (" in two.message and "use --threads 1" in two.message
+
+
+# -- the run as a user sees it, into a pipe at 80 columns --------------------------------
+@pytest.mark.slow
+def test_run_prints_numbers_as_it_goes_quiet_prints_none_and_exports(tmp_path: Path) -> None:
+    import os
+
+    from tests.conftest import FAKE_PLUGIN_DIR, run_cli
+
+    env = {"PYTHONPATH": os.pathsep.join([str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", "")]),
+           "COLUMNS": "80", "SNNBENCH_FAKE_SLEEP_SCALE": "0.05"}
+    fast = ["--config", "ci-smoke", "--repeats", "3", "--warmup", "1", "--threads", "1",
+            "--device", "cpu", "--steps", "5", "--batch-size", "2"]
+    out, exported = tmp_path / "run", tmp_path / "run.json"
+    proc = run_cli("run", "--adapters", "fake-sleep,fake-ok", "--neurons", "8", *fast, "--out",
+                   str(out), "--export-json", str(exported), env=env)
+    assert proc.returncode == 0, proc.stderr
+    # the case's number, printed as it finished
+    assert re.search(r"^  fake-ok n=8 B=2 T=5 L=1 float32 subtract: step [\d.]+ \S+ ±\d+%$",
+                     proc.stderr, re.MULTILINE), proc.stderr
+    assert all(len(line) <= 80 for line in (proc.stdout + proc.stderr).splitlines())
+    assert re.search(r"fake-ok ran [\d.]+× (\[[\d.]+, [\d.]+\] )?faster than fake-sleep at n=8",
+                     " ".join(proc.stdout.split())), proc.stdout
+    jsonschema.validate(json.loads(exported.read_text()), _schema())
+    quiet = run_cli("run", "--adapters", "fake-ok", "--neurons", "8", *fast, "--out",
+                    str(tmp_path / "quiet"), "--quiet", env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "fake-ok n=8" not in quiet.stderr and "case 1/" not in quiet.stderr
+    assert "results:" in quiet.stdout
