@@ -409,23 +409,22 @@ def run(
         "instructions'; ~50x slower than the case, keep it small; docs/instructions.md).")
     ] = None,
     export_json: Annotated[Path | None, typer.Option(
-        "--export-json", help="Also write the run as typed JSON (as 'show --format json') to "
-        "this new file; an existing file is refused before anything runs.",
+        "--export-json", help="Also write the run as typed JSON ('show --format json') to "
+        "this new file (never over an existing one).",
         rich_help_panel=OUTPUT_PANEL)] = None,
     export_markdown: Annotated[Path | None, typer.Option(
-        "--export-markdown", help="Also write the run as Markdown (who is fastest, then the "
-        "table) to this new file; an existing file is refused before anything runs.",
+        "--export-markdown", help="Also write who is fastest and the table as Markdown to "
+        "this new file (never over an existing one).",
         rich_help_panel=OUTPUT_PANEL)] = None,
     quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="No progress bar and no line per case: only the final tables, "
-        "the answer and errors.", rich_help_panel=OUTPUT_PANEL)] = False,
+        "--quiet", "-q", help="No progress bar, no line per case.",
+        rich_help_panel=OUTPUT_PANEL)] = False,
     verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="A line for every case, those skipped without running too, "
-        "and every column and case not run at the end.", rich_help_panel=OUTPUT_PANEL)]
-        = False,
+        "--verbose", "-v", help="A line for skipped cases too; every column and every case "
+        "not run at the end.", rich_help_panel=OUTPUT_PANEL)] = False,
     color: Annotated[str, typer.Option(
-        "--color", help="auto (colour on a terminal, none when NO_COLOR is set), always or "
-        "never.", rich_help_panel=OUTPUT_PANEL)] = "auto",
+        "--color", help="auto (honours NO_COLOR), always or never.",
+        rich_help_panel=OUTPUT_PANEL)] = "auto",
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
@@ -759,8 +758,7 @@ def show(
         "--verbose", "-v", help="Every column (the status too) and every case not run.")]
         = False,
     color: Annotated[str, typer.Option(
-        "--color", help="auto (colour on a terminal, none when NO_COLOR is set), always or "
-        "never.")] = "auto",
+        "--color", help="auto (honours NO_COLOR), always or never.")] = "auto",
 ) -> None:
     """Print a run: per case its libraries fastest first (median step time ±IQR), the probes
     apart, then who is fastest and by how much, with an interval."""
