@@ -32,13 +32,15 @@ class Look:
     fold: bool = False
     collapse_padding: bool = False
     tight: bool = False
+    #: the title as a line of its own above the table, wrapped to the terminal's width
     title_left: bool = False
 
 
 def to_rich(table: Table, look: Look = Look()) -> RichTable:
-    """``table`` as a rich table (footnotes are not part of it: see :func:`print_table`)."""
+    """``table`` as a rich table (its footnotes and caption are not part of it: see
+    :func:`print_document`)."""
     options: dict[str, Any] = {"show_header": table.show_header}
-    if table.title:
+    if table.title and not look.title_left:  # a left title is a line of its own
         options["title"] = escape(table.title)
     if look.compact:
         options.update(box=boxes.SIMPLE_HEAD, pad_edge=False)
@@ -46,10 +48,6 @@ def to_rich(table: Table, look: Look = Look()) -> RichTable:
         options["collapse_padding"] = True
     if look.tight:
         options["padding"] = (0, 1, 0, 0)
-    if look.title_left:
-        options["title_justify"] = "left"
-    if table.caption:
-        options.update(caption=escape(table.caption), caption_justify="left")
     out = RichTable(**options)
     for index, header in enumerate(table.headers):
         column: dict[str, Any] = {"justify": table.justify.get(header, "left")}
@@ -83,8 +81,12 @@ def print_document(console: Console, doc: Document, look: Look = Look()) -> None
     for line in doc.lead:
         console.print(escape(line), highlight=False)
     for table in doc.tables:
+        if table.title and look.title_left:
+            # above the table as wide as the terminal, not folded to the table's width
+            print_hanging(console, table.title)
         console.print(to_rich(table, look))
-        if table.caption:  # a caption ends on its text: a blank line before what follows
+        if table.caption:  # under the table, as wide as the terminal; then a blank line
+            print_hanging(console, f" {table.caption}")
             console.print()
     for line in [*Footnotes.numbered(doc.footnotes), *doc.tail]:
         print_hanging(console, line)
