@@ -40,7 +40,7 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
 #: what git tracks under snnbench/ and the wheel must therefore carry
-SHIPPED_SUFFIXES = (".py", ".toml", ".txt")
+SHIPPED_SUFFIXES = (".py", ".toml", ".txt", ".json")
 #: the tiny sweep of the smoke run: two adapters, a few seconds each
 SMOKE = ("--config", "ci-smoke", "--adapters", "torch,fused", "--neurons", "64",
          "--steps", "10", "--batch-size", "2")
@@ -228,6 +228,15 @@ def use(python: Path, scratch: Path, wheel_version: str) -> dict[str, float]:
                      ok_codes=(0, 1, 3))
     if not compared.startswith(("PASS", "FAIL", "INCONCLUSIVE")):
         raise CheckFailed(f"snnbench compare printed no verdict:\n{compared[:2000]}")
+    # the typed JSON validates against the schema the wheel ships (read from the install)
+    shown = scratch / "show.json"
+    shown.write_text(timed("show --format json", [*snn, "show", str(first), "-f", "json"]))
+    timed("show schema", [str(python), "-c",
+                          "import json, sys, jsonschema; from importlib.resources import files; "
+                          "schema = json.loads(files('snnbench.schemas').joinpath("
+                          "'show.schema.json').read_text()); "
+                          "jsonschema.Draft202012Validator(schema).validate("
+                          "json.loads(open(sys.argv[1]).read()))", str(shown)])
     timed("merge", [*snn, "merge", str(first)])
     timed("env", [*snn, "env"])
     timed("gpu_setup --dry-run", [str(python), "-m", "snnbench.gpu_setup", "--dry-run"])

@@ -23,6 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,6 +33,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 from typer.core import TyperGroup
 
 try:  # typer ≥ 0.22 vendors click; the exception classes are its own
@@ -57,6 +59,25 @@ def fail(message: str, code: int = 2) -> NoReturn:
     line = " ".join(str(message).split())  # one line, whatever the message holds
     err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+#: ``--color``'s values
+COLOR_MODES = ("auto", "always", "never")
+
+
+def _set_color(mode: str) -> None:
+    """Point the command's consoles at ``--color``: ``auto`` colours a terminal and leaves
+    colour out when ``NO_COLOR`` is set (rich's rule), ``always`` colours a pipe too,
+    ``never`` prints no escape code at all."""
+    global console, err_console
+    if mode not in COLOR_MODES:
+        fail(f"--color must be {', '.join(COLOR_MODES)}, got {mode!r}")
+    modes: dict[str, dict[str, Any]] = {
+        "auto": {}, "always": {"force_terminal": True, "no_color": False},
+        "never": {"no_color": True, "color_system": None}}
+    options = modes[mode]
+    console = Console(**options)
+    err_console = Console(stderr=True, **options)
 
 
 class _Commands(TyperGroup):
@@ -110,6 +131,7 @@ app = typer.Typer(
 )
 
 EXEC_PANEL = "Executors (where cases run)"
+OUTPUT_PANEL = "Output (what is printed and exported)"
 
 def _builtin_configs() -> tuple[str, ...]:
     """Names of the configs shipped as package data (``configs/*.toml``)."""
@@ -306,7 +328,8 @@ def run(
     reset: Annotated[str | None, typer.Option(help="subtract, zero or both.")] = None,
     detach_reset: Annotated[bool | None, typer.Option(
         "--detach-reset/--no-detach-reset",
-        help="Detach the reset term from the gradient (default from the config: yes).")] = None,
+        help="Detach the reset term from the gradient (default: the config's; the default "
+        "config does not).")] = None,
     repeats: Annotated[int | None, typer.Option(help="Minimum timed samples per phase.")] = None,
     warmup: Annotated[int | None, typer.Option(help="Minimum warm-up steps.")] = None,
     timeout: Annotated[float | None, typer.Option(
@@ -390,6 +413,23 @@ def run(
         "callgrind in a process of its own (a deterministic metric for 'compare --metric "
         "instructions'; ~50x slower than the case, keep it small; docs/instructions.md).")
     ] = None,
+    export_json: Annotated[Path | None, typer.Option(
+        "--export-json", help="Also write the run as typed JSON ('show --format json') to "
+        "this new file (never over an existing one).",
+        rich_help_panel=OUTPUT_PANEL)] = None,
+    export_markdown: Annotated[Path | None, typer.Option(
+        "--export-markdown", help="Also write who is fastest and the table as Markdown to "
+        "this new file (never over an existing one).",
+        rich_help_panel=OUTPUT_PANEL)] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No progress bar, no line per case.",
+        rich_help_panel=OUTPUT_PANEL)] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="A line for skipped cases too; every column and every case "
+        "not run at the end.", rich_help_panel=OUTPUT_PANEL)] = False,
+    color: Annotated[str, typer.Option(
+        "--color", help="auto (honours NO_COLOR), always or never.",
+        rich_help_panel=OUTPUT_PANEL)] = "auto",
 ) -> None:
     """Run a benchmark sweep: one isolated worker process per adapter × case.
 
@@ -406,7 +446,13 @@ def run(
     from snnbench.executors import ExecutorSettings
     from snnbench.lifeline import terminate_as_interrupt, termination_signal
     from snnbench.sweep.run import start_run
+    from snnbench.views import case_line
 
+    _set_color(color)
+    if quiet and verbose:
+        fail("--quiet and --verbose contradict each other: give one")
+    exports = {"json": export_json, "md": export_markdown}
+    _refuse_exports(exports)
     run_overrides: dict[str, Any] = {}
     network_overrides: dict[str, list[Any]] = {}
     if adapters is not None:
@@ -485,26 +531,39 @@ def run(
 
     def on_progress(event: str, index: int, total: int, task: Job,
                     record: CaseRecord | None) -> None:
+        name = adapter_label(task.adapter, task.variant, task.environment.name)
+        if event == "decided":
+            # a case skipped without running (its adapter cannot honour it): no progress, so
+            # the ETA counts only cases that run; counted at the end, listed with --verbose
+            if verbose and record is not None:
+                line, tint = case_line(name, task.spec.label, record, verbose)
+                err_console.print(Padding(Text(line, style=tint), (0, 0, 0, 2), expand=False))
+            return
+        if quiet:
+            return
         if not bars:
             progress.start()
             bars.append(progress.add_task("starting", total=total))
-        name = adapter_label(task.adapter, task.variant, task.environment.name)
         label = f"case {index}/{total} {name} n={task.spec.neurons}"
         if event == "start":
             progress.update(bars[0], total=total, description=label)
         else:
             assert record is not None
             progress.advance(bars[0])
-            status = record.status
-            color = {"ok": "green", "skipped": "yellow", "unavailable": "yellow"}.get(status, "red")
-            progress.console.print(
-                f"  {escape(name)} {task.spec.label}: [{color}]{status}[/]"
-                + ("" if status == "ok" else f" — {escape(record.message[:160])}"),
-                highlight=False,
-            )
+            line, tint = case_line(name, task.spec.label, record, verbose)
+            # indented as a whole: a line wrapped at 80 columns stays under its start
+            progress.console.print(Padding(Text(line, style=tint), (0, 0, 0, 2), expand=False))
 
     def on_environment(line: str) -> None:
-        (progress.console if bars else err_console).print(escape(line), highlight=False)
+        from snnbench.render.terminal import print_labelled
+
+        where = progress.console if bars else err_console
+        label, _, text = line.partition(": ")
+        if label in ("warning", "notice") and text:
+            # wrapped at words under its text: a long warning never breaks mid-word
+            print_labelled(where, f"{label}:", text, "yellow")
+        else:
+            where.print(escape(line), highlight=False)
 
     try:
         with terminate_as_interrupt():
@@ -534,9 +593,13 @@ def run(
     finally:
         if bars:  # a Progress never started would still print an empty line when stopped
             progress.stop()
-    _print_run(outcome.run_dir, "text")
+    _print_run(outcome.run_dir, "text", verbose=verbose,
+               skipped_hint=f"'snnbench show {outcome.run_dir} --skipped'")
+    _export(outcome.run_dir, exports)
+    from snnbench.render.terminal import print_labelled
+
     for reason in outcome.noise.reasons:
-        err_console.print(f"noisy run: {escape(reason)}", highlight=False, soft_wrap=True)
+        print_labelled(err_console, "noisy run:", reason, "yellow")
     console.print(f"results: {outcome.run_dir}")
     if outcome.skipped_existing:
         console.print(f"({outcome.skipped_existing} cases were already done and kept)")
@@ -599,22 +662,91 @@ def _recorded_executor(out: Path | None) -> Any:
         return ExecutorSettings()
 
 
-def _print_run(run_dir: Path, fmt: str) -> None:
+def _run_views(run_dir: Path, fmt: str, *, verbose: bool = False,
+               skipped_hint: str = "", page: bool = False) -> Any:
+    """A run folder as ``fmt``: the typed JSON document (a dict), a Markdown or HTML table (a
+    string; ``page``: Markdown with a heading and who is fastest above the table, as
+    ``--export-markdown`` writes), or the terminal's document (``text``)."""
+    from snnbench.ranking import rank_run
     from snnbench.render import Table, render
-    from snnbench.render.terminal import Look, print_document
     from snnbench.rundir import load_run
-    from snnbench.tables import HEADERS, case_rows
-    from snnbench.views import run_document
+    from snnbench.tables import HEADERS, case_rows, typed_rows
+    from snnbench.views import answer_lines, run_document, show_json
 
     # the reader of report and compare, with their rules: a manifest of this schema, a
     # complete summary, no live run writing into it
-    summary = load_run(run_dir, samples=False).summary
-    rows = case_rows(summary)
-    if fmt != "text":
-        print(render(Table(list(HEADERS), [list(r) for r in rows]), fmt))
-        return
-    print_document(console, run_document(run_dir.name, rows),
-                   Look(compact=True, no_wrap=True, title_left=True))
+    run = load_run(run_dir, samples=False)
+    if fmt != "html":
+        # the raw samples give the speed-ups their intervals; without them (a folder that
+        # kept none, or damaged ones) the ratios are shown alone: what show reads is what
+        # report reads
+        with contextlib.suppress(UserError, OSError, ValueError):
+            run = replace(run, samples=load_run(run_dir).samples)
+    if fmt in ("md", "html"):
+        table = render(Table(list(HEADERS), [list(r) for r in case_rows(run.summary)]), fmt)
+        if fmt == "html" or not page:
+            return table
+        lines = answer_lines(rank_run(run))
+        answer = "".join([f"{lines[0]}\n\n", *(f"- {line.strip()}\n" for line in lines[1:]),
+                          "\n"]) if lines else ""
+        return f"# snnbench run {run.run_id}\n\n{answer}{table}\n"
+    rankings = rank_run(run)
+    records = typed_rows(run.summary)
+    if fmt == "json":
+        return show_json(run.run_id, records, rankings)
+    return run_document(run_dir.name, records, rankings, verbose=verbose,
+                        skipped_hint=skipped_hint)
+
+
+def _print_run(run_dir: Path, fmt: str, *, verbose: bool = False,
+               skipped_hint: str = "") -> None:
+    from snnbench.render.terminal import Look, print_document
+
+    view = _run_views(run_dir, fmt, verbose=verbose, skipped_hint=skipped_hint)
+    if fmt == "json":
+        print(json.dumps(view, indent=2, ensure_ascii=False, allow_nan=False))
+    elif fmt != "text":
+        print(view.rstrip("\n"))
+    else:
+        print_document(console, view, Look(compact=True, whole_first=True, title_left=True,
+                                           collapse_padding=True))
+
+
+#: ``run``'s export flags, by the format each writes
+_EXPORT_FLAGS = {"json": "--export-json", "md": "--export-markdown"}
+
+
+def _refuse_exports(exports: dict[str, Path | None]) -> None:
+    """Refuse, before anything runs, an export path that exists (nothing is overwritten) or
+    whose folder does not."""
+    for fmt, path in exports.items():
+        if path is None:
+            continue
+        flag = _EXPORT_FLAGS[fmt]
+        if path.exists() or path.is_symlink():
+            fail(f"{flag} {path} exists; an export never overwrites a file: give a new path")
+        if not path.parent.is_dir():
+            fail(f"{flag} {path}: the folder {path.parent} does not exist")
+
+
+def _export(run_dir: Path, exports: dict[str, Path | None]) -> None:
+    """Write ``run``'s ``--export-json`` / ``--export-markdown`` files, each created
+    exclusively: a file that appeared while the run ran is not overwritten either."""
+    from snnbench.storage import os_reason
+
+    for fmt, path in exports.items():
+        if path is None:
+            continue
+        view = _run_views(run_dir, fmt, page=True)
+        text = (json.dumps(view, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+                if fmt == "json" else view)
+        try:
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            fail(f"{_EXPORT_FLAGS[fmt]} {path}: {os_reason(exc)} (the run is kept in "
+                 f"{run_dir})")
+        console.print(f"exported {path}", highlight=False)
 
 
 # -- show / env ---------------------------------------------------------------------------
@@ -622,13 +754,25 @@ def _print_run(run_dir: Path, fmt: str) -> None:
 def show(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (results/<run_id>).")],
     format: Annotated[str, typer.Option(
-        "--format", "-f", help="text (compact tables per case), md, html or json (one row per "
-        "adapter and case, every column).")] = "text",
+        "--format", "-f", help="text (a table per case, fastest first, then who is fastest "
+        "by how much), md, html or json (typed: numbers, units in the field names; the schema "
+        "is snnbench/schemas/show.schema.json).")] = "text",
+    skipped: Annotated[bool, typer.Option(
+        "--skipped", help="List the cases that did not run (skipped or unavailable), grouped "
+        "by reason, instead of counting them.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Every column (the status too) and every case not run.")]
+        = False,
+    color: Annotated[str, typer.Option(
+        "--color", help="auto (honours NO_COLOR), always or never.")] = "auto",
 ) -> None:
-    """Print a run as a table (medians, IQR as ±%, peak memory, status and reasons)."""
+    """Print a run: per case its libraries fastest first (median step time ±IQR), the probes
+    apart, then who is fastest and by how much, with an interval."""
+    _set_color(color)
     if format not in ("text", "md", "html", "json"):
         fail(f"--format must be text, md, html or json, got {format!r}")
-    _print_run(run_dir, format)
+    hint = "" if skipped else f"'snnbench show {run_dir} --skipped'"
+    _print_run(run_dir, format, verbose=verbose, skipped_hint=hint)
 
 
 @app.command()
@@ -1003,6 +1147,28 @@ def _rewrapped(text: str) -> str:
 for _info in app.registered_commands:
     if _info.callback is not None and _info.help is None and _info.callback.__doc__:
         _info.help = _rewrapped(_info.callback.__doc__)
+
+
+def _hide_flag_types() -> None:
+    """A flag takes no value: typer ≥ 0.22 still draws a type beside it (``--version
+    <bool>``, ``--resume --no-resume <bool>``), which reads as if it wanted one. Flags get
+    no type column; options that take a value keep theirs."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # pragma: no cover - an older typer draws no type for flags
+        return
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_snnbench", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich._snnbench = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
 
 
 def main() -> None:

@@ -18,11 +18,15 @@ from dataclasses import dataclass
 import pandas as pd
 
 from snnbench.contract import adapter_label
+from snnbench.schema import FLOOR
 
 #: the probe adapter's name: its rows are measurements of the harness, not of a library
 NULL = "null"
 #: adapters that are harness probes: never ranked, plotted, judged by targets or gated
 PROBES: frozenset[str] = frozenset({NULL})
+#: adapters that measure the harness or the hardware, not a library (the probes and the GEMM
+#: floor): set apart in the terminal, never ranked
+PROBE_ADAPTERS: frozenset[str] = frozenset({*PROBES, FLOOR})
 #: the overhead share the harness aims to stay under
 OVERHEAD_GOAL = 0.01
 

@@ -317,11 +317,22 @@ def _threads_finding(cpus: int, others: float, threads: int, jobs: int) -> Findi
     value = {"threads": threads, "jobs": jobs, "cpus": cpus, "free_cores": round(free, 2)}
     if wanted > free + 0.25:
         fit = max(1, math.floor((free + 0.25) / jobs))
-        how = f"--threads {fit}" + (" or fewer --jobs" if jobs > 1 else "")
+        # advice that changes something: at one thread a case already asks for the least
+        ways = [f"--threads {fit}"] if fit < threads else []
+        if jobs > 1:
+            ways.append("fewer --jobs")
+        how = " or ".join(ways) if ways else "stop the other processes"
         return Finding("threads", "warning",
-                       f"{wanted} threads ({threads} per case × {jobs} at once) on {free:.1f} "
-                       f"free cores of {cpus}: threads will wait for cores; use {how}", value)
-    return Finding("threads", "ok", f"{wanted} threads on {free:.1f} free cores", value)
+                       f"{_count(wanted, 'thread')} ({threads} per case × {jobs} at once) on "
+                       f"{free:.1f} free cores of {cpus}: threads will wait for cores; "
+                       f"{'use ' if ways else ''}{how}", value)
+    return Finding("threads", "ok", f"{_count(wanted, 'thread')} on {free:.1f} free cores",
+                   value)
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 thread``, ``2 threads``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _gpu_finding(device: str, processes: list[GpuProcess]) -> Finding:

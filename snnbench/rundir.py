@@ -303,8 +303,17 @@ class RunFolder:
         at least half its cases; the stale mark stays until :meth:`rebuild_tables`, so readers
         still see all of them.
         """
+        self.store_case(record)
+        self.tables_if_due(run_id)
+
+    def store_case(self, record: CaseRecord) -> None:
+        """The first half of :meth:`add_case`: the record written and counted (a sweep tells
+        the terminal about the case between the two halves, before any table is rebuilt)."""
         self.write_case(record)
         self._stored += 1
+
+    def tables_if_due(self, run_id: str) -> None:
+        """The second half of :meth:`add_case`: the tables rebuilt if the records doubled."""
         if self._stored >= self._next_tables:
             self._write_tables(run_id)
             self._next_tables = 2 * self._stored

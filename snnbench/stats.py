@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 NOISY_IQR_RATIO = 0.10
 GROSS_IQR_RATIO = 0.25
@@ -54,6 +53,10 @@ def median_ci(sorted_values: Sequence[float], level: float = CI_LEVEL) -> tuple[
     interval [x_(j), x_(n-j+1)] covers the median with probability 1 - 2·P(B ≤ j-1). Returns
     (nan, nan) when even [min, max] does not reach ``level`` (n < 8 at 99 %).
     """
+    # scipy.stats takes seconds to import on a busy machine: imported when first needed, so
+    # that a run prints its first case before paying for it
+    from scipy import stats as sps
+
     n = len(sorted_values)
     alpha = 1.0 - level
     if n == 0:

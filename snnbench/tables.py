@@ -16,6 +16,7 @@ import pandas as pd
 
 from snnbench.contract import adapter_label
 from snnbench.metrics import format_value
+from snnbench.overhead import PROBE_ADAPTERS
 from snnbench.preflight import BUSY_CORES
 from snnbench.render import Table
 from snnbench.render.formats import render
@@ -57,12 +58,13 @@ def _ms(median: float, iqr: float) -> str:
 
 
 def spike_match_text(value: float) -> str:
-    """"1" only for an exact match; otherwise rounded down, so 0.99996 never reads as 1."""
+    """The share of matching spikes in percent: "100 %" only for an exact match; otherwise
+    rounded down, so 0.999996 reads "99.999 %", never 100 %."""
     if value is None or math.isnan(value):
         return ""
     if value == 1.0:
-        return "1"
-    return f"{math.floor(value * 1e5) / 1e5:.5f}"
+        return "100 %"
+    return f"{math.floor(value * 1e5) / 1e3:.3f} %"
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -71,19 +73,39 @@ def _num(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
+_ROW_KEYS = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
+             "reset", "case_id", "environment"]
+
+
+def _ranked_groups(summary: pd.DataFrame) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
+    """The summary's (adapter, variant, device, case) groups, case by case in the run's order
+    and, within a case, fastest first: ok libraries by median step time, then the rows that
+    did not run or failed, then the probes (``null``, ``floor``)."""
+    if summary.empty:
+        return []
+    summary = with_added_columns(summary)
+    cases = {c: i for i, c in enumerate(dict.fromkeys(summary["case_id"]))}
+    keyed: list[tuple[tuple[int, int, int, float], tuple[Any, ...], pd.DataFrame]] = []
+    for key, group in summary.groupby(_ROW_KEYS, sort=False, dropna=False):
+        first = group.iloc[0]
+        step = group[(group["phase"] == "step") & (group["metric"] == "time_s")]
+        median = float(step["median"].iloc[0]) if not step.empty else math.nan
+        order = (cases[first["case_id"]], int(str(first["adapter"]) in PROBE_ADAPTERS),
+                 int(first["status"] != "ok"), median if math.isfinite(median) else math.inf)
+        keyed.append((order, key, group))
+    keyed.sort(key=lambda item: item[0])  # stable: ties keep the run's order
+    return [(key, group) for _, key, group in keyed]
+
+
 def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
-    """One display row per (adapter, variant, device, case), in the table's order.
+    """One display row per (adapter, variant, device, case), case by case, fastest first
+    (:func:`_ranked_groups`).
 
     Times are medians in milliseconds with IQR/median as ±%; the note column carries the
     message of a non-ok case or the noise warning of an ok one.
     """
-    keys = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
-            "reset", "case_id", "environment"]
     rows: list[tuple[str, ...]] = []
-    if summary.empty:
-        return rows
-    summary = with_added_columns(summary)
-    for key, group in summary.groupby(keys, sort=False, dropna=False):
+    for key, group in _ranked_groups(summary):
         adapter, variant, device, dtype, n, b, t, reset, _, environment = key
         # a library environment is part of the adapter's name: snntorch@0.9.4
         adapter = adapter_label(str(adapter), "", str(environment))
@@ -99,24 +121,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         floor = ""
         if "step" in by_phase:
             floor = _num(float(by_phase["step"]["floor_ratio"]), ".2f")
-        # warnings are "; "-joined: the throttle warning gets a note of its own
-        parts = [p for w in group["warning"] if w for p in str(w).split("; ")]
-        noisy = any(not p.startswith("throttled:") for p in parts)
-        throttled = any(p.startswith("throttled:") for p in parts)
-        note = str(first["message"])
-        if first["status"] == "ok":
-            for flag, text in ((noisy, NOISY_NOTE), (throttled, THROTTLED_NOTE)):
-                if flag:
-                    note = f"{note}; {text}" if note else text
-        if "impossible" in times.columns:
-            flagged = [str(r["phase"]) for _, r in times.iterrows() if bool(r["impossible"])]
-            if flagged:
-                text = f"impossible ({', '.join(flagged)}): {IMPOSSIBLE_NOTE}"
-                note = f"{text}; {note}" if note else text
-        busy = float(first["busy_cores"])
-        if first["status"] == "ok" and busy >= BUSY_CORES:
-            text = BUSY_NOTE.format(busy)
-            note = f"{note}; {text}" if note else text
+        note = "; ".join(_notes(group))
         rows.append((
             str(adapter), str(variant), str(device), _with_precision(str(dtype), first),
             str(n), str(b), str(t),
@@ -127,6 +132,97 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
             _num(float(first["grad_cosine"]), ".6f"), note,
         ))
     return rows
+
+
+def _notes(group: pd.DataFrame) -> list[str]:
+    """The notes of one row of :func:`case_rows`: the case's message, then for an ok case
+    whether it was noisy, throttled or timed on a busy machine; a phase measured below its
+    device's floor first."""
+    first = group.iloc[0]
+    times = group[group["metric"] == "time_s"]
+    # warnings are "; "-joined: the throttle warning gets a note of its own
+    parts = [p for w in group["warning"] if w for p in str(w).split("; ")]
+    noisy = any(not p.startswith("throttled:") for p in parts)
+    throttled = any(p.startswith("throttled:") for p in parts)
+    notes = [str(first["message"])] if first["message"] else []
+    if first["status"] == "ok":
+        notes += [text for flag, text in ((noisy, NOISY_NOTE), (throttled, THROTTLED_NOTE))
+                  if flag]
+    if "impossible" in times.columns:
+        flagged = [str(r["phase"]) for _, r in times.iterrows() if bool(r["impossible"])]
+        if flagged:
+            notes.insert(0, f"impossible ({', '.join(flagged)}): {IMPOSSIBLE_NOTE}")
+    busy = float(first["busy_cores"])
+    if first["status"] == "ok" and busy >= BUSY_CORES:
+        notes.append(BUSY_NOTE.format(busy))
+    return notes
+
+
+def _float(value: Any) -> float | None:
+    """A finite float, else None (JSON's null)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: Any) -> int | None:
+    number = _float(value)
+    return int(number) if number is not None else None
+
+
+def _flag(value: Any) -> bool | None:
+    """"true"/"false" (as the summary keeps detach_reset and bias) → a bool; "" → None."""
+    text = str(value).strip().lower()
+    return {"true": True, "false": False}.get(text)
+
+
+def typed_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
+    """One record per (adapter, variant, device, case) in :func:`case_rows`' order, typed for
+    ``snnbench show --format json``: numbers as numbers (None where absent), units in the
+    field names (``step_ms_median``, ``step_peak_mem_mib``), flags as booleans. The schema
+    is ``snnbench/schemas/show.schema.json``."""
+    out: list[dict[str, Any]] = []
+    for key, group in _ranked_groups(summary):
+        adapter, variant, device, dtype, n, b, t, reset, case_id, environment = key
+        first = group.iloc[0]
+        record: dict[str, Any] = {
+            "label": adapter_label(str(adapter), str(variant), str(environment)),
+            "adapter": str(adapter), "variant": str(variant),
+            "environment": str(environment), "library": str(first["library"]),
+            "library_version": str(first["library_version"]),
+            "probe": str(adapter) in PROBE_ADAPTERS,
+            "case_id": str(case_id), "device": str(device), "dtype": str(dtype),
+            "matmul_precision": str(first.get("matmul_precision", "") or "") or "strict",
+            "n": _int(n), "batch_size": _int(b), "time_steps": _int(t),
+            "layers": _int(first["layers"]), "reset": str(reset),
+            "surrogate": str(first["surrogate"]),
+            "surrogate_slope": _float(first["surrogate_slope"]),
+            "detach_reset": _flag(first["detach_reset"]), "bias": _flag(first["bias"]),
+            "input_kind": str(first["input_kind"]),
+            "status": str(first["status"]), "message": str(first["message"]),
+            "replicates": _int(first["replicates"]),
+        }
+        times = group[group["metric"] == "time_s"]
+        by_phase = {str(r["phase"]): r for _, r in times.iterrows()}
+        for phase in TIMED_PHASES:
+            row = by_phase.get(phase)
+            for stat in ("median", "iqr", "ci99_low", "ci99_high"):
+                value = None if row is None else _float(row[stat])
+                record[f"{phase}_ms_{stat}"] = None if value is None else value * 1e3
+            record[f"{phase}_samples"] = None if row is None else _int(row["n_samples"])
+        mem = group[(group["metric"] == "peak_mem_bytes") & (group["phase"] == "step")]
+        mem_bytes = _float(mem["median"].iloc[0]) if not mem.empty else None
+        record["step_peak_mem_mib"] = None if mem_bytes is None else mem_bytes / 2**20
+        record["step_floor_ratio"] = (_float(by_phase["step"]["floor_ratio"])
+                                      if "step" in by_phase else None)
+        record["spike_match_fraction"] = _float(first["spike_match"])
+        record["grad_cosine"] = _float(first["grad_cosine"])
+        record["busy_cores"] = _float(first["busy_cores"])
+        record["notes"] = _notes(group)
+        out.append(record)
+    return out
 
 
 def _with_precision(dtype: str, row: Any) -> str:

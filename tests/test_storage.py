@@ -80,9 +80,9 @@ def test_lock_is_exclusive(tmp_path: Path) -> None:
 def test_spike_match_text_never_rounds_up_to_a_perfect_match() -> None:
     from snnbench.tables import spike_match_text
 
-    assert spike_match_text(1.0) == "1"
-    assert spike_match_text(0.999996) == "0.99999"
-    assert spike_match_text(0.5) == "0.50000"
+    assert spike_match_text(1.0) == "100 %"
+    assert spike_match_text(0.999996) == "99.999 %"
+    assert spike_match_text(0.5) == "50.000 %"
     assert spike_match_text(math.nan) == ""
 
 

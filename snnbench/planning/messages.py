@@ -7,7 +7,9 @@ from collections.abc import Callable
 from snnbench.contract import CaseRecord, Job
 from snnbench.libenv import BuiltEnvironment
 
-#: progress(event, index, total, job, record): event "start" (record None) or "done"
+#: progress(event, index, total, job, record): event "start" (record None) or "done" of a
+#: case that runs (index of total such cases), or "decided" of one recorded without running
+#: (a static skip: index of total such cases, with its record)
 ProgressCallback = Callable[[str, int, int, Job, CaseRecord | None], None]
 
 #: notify(line): one line about the environments being prepared (built, reused, failed)

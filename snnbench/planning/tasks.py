@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from snnbench.adapter import Adapter
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import LibraryEnvironment, case_key
 from snnbench.environment import nvidia_gpus
@@ -20,6 +21,9 @@ from snnbench.planning.messages import NotifyCallback, environment_line
 from snnbench.planning.selection import select_adapters
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
+
+#: the adapter a sweep over every library runs first in each case (plain PyTorch)
+BASELINE_ADAPTER = "torch"
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,60 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
     """
     selections = select_adapters(config.run.adapters, entries, config.environments,
                                  probes=False)
+    if any(name.strip() in ("all", "*") for name in config.run.adapters):
+        # every library: plain PyTorch first in each case, the reference everyone knows and
+        # the quickest to start, so a run's first library number comes within seconds (the
+        # order of the others is the registry's; each case runs in a process of its own)
+        selections.sort(key=lambda sel: sel.adapter != BASELINE_ADAPTER)
     tasks: list[Task] = []
+    adapters: dict[str, Adapter | None] = {}
     for spec in config.cases():
         for sel in selections:
             cls = entries[sel.adapter].adapter_class
-            variants = (sel.variant,) if sel.variant else (cls.variants if cls else ("default",))
             env = (LibraryEnvironment(sel.environment.name, sel.environment.requirements)
                    if sel.environment else LibraryEnvironment())
+            if sel.variant:
+                variants: tuple[str, ...] = (sel.variant,)
+            elif cls is None:
+                variants = ("default",)
+            else:
+                if sel.adapter not in adapters:
+                    adapters[sel.adapter] = _created(entries[sel.adapter])
+                variants = asked_variants(adapters[sel.adapter], cls.variants, spec, device,
+                                          bool(env.name))
             tasks.extend(Task(sel.adapter, v, spec, device, env) for v in variants)
     tasks = list(dict.fromkeys(tasks))
     return with_overhead_probe(tasks, entries) if config.run.overhead_probe else tasks
+
+
+def _created(entry: AdapterEntry) -> Adapter | None:
+    try:
+        return entry.create()
+    except Exception:  # a broken plugin is reported as its rows' status, never here
+        return None
+
+
+def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: NetworkSpec,
+                   device: str, overlay: bool = False) -> tuple[str, ...]:
+    """The variants of an adapter a selection without one (``haiku``, ``all``) runs at a
+    case: those it can honour there. A variant made for another device or dtype
+    (``fused:cudagraph`` on a CPU run, ``haiku:bf16`` at a float32 case) is not expanded: a
+    skipped row nobody asked for says nothing. When no variant can run, the first one stays,
+    so the adapter still has a row saying why. ``overlay``: the library is another version
+    than this process sees, so only the declared capabilities are read (as
+    :func:`snnbench.planning.jobs.static_skip_reason` does)."""
+    if adapter is None or len(variants) < 2:
+        return variants
+
+    def honoured(variant: str) -> bool:
+        try:
+            reason = (Adapter.reason_skipped(adapter, spec, device, variant) if overlay
+                      else adapter.reason_skipped(spec, device, variant))
+        except Exception:  # decided by the case's own row, as before
+            return True
+        return reason is None
+
+    return tuple(v for v in variants if honoured(v)) or variants[:1]
 
 
 def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> list[Task]:

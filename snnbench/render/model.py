@@ -23,7 +23,8 @@ class Table:
 
     The optional parts are for the back-ends that can show them: ``title`` above the table,
     ``footnotes`` numbered below it (:class:`Footnotes` numbers them), ``styles`` one rich
-    style per row ("" for none), ``justify`` per column, and ``show_header``.
+    style per row ("" for none), ``justify`` per column, ``show_header``, and a ``caption``
+    line under it.
     """
 
     headers: list[str]
@@ -33,6 +34,8 @@ class Table:
     styles: list[str] = field(default_factory=list)
     justify: dict[str, Justify] = field(default_factory=dict)
     show_header: bool = True
+    #: a line under the table (the terminal's back-end draws it; "" for none)
+    caption: str = ""
 
     def add_row(self, cells: Sequence[str], style: str = "") -> None:
         """Append one row (as long as the headers) with an optional rich style."""

@@ -51,34 +51,47 @@ def execute(
                 job.placement, attempt=lost[job.key] + 1))
         if job.key not in done:
             pending.append(job)
-    total = len(pending)
-    if pending:
-        # before any record is written, here or by a cluster task: until the caller rebuilds
-        # the tables at the end, readers build them from the records
-        folder.begin_cases()
-    finished = 0
-    #: cases started so far (or decided without running): the number a "start" shows
-    begun = 0
-
-    def store(job: Job, record: CaseRecord) -> CaseRecord:
-        nonlocal finished
-        finished += 1
-        folder.add_case(record, plan.run_id)
-        if progress:
-            progress("done", finished, total, job, record)
-        return record
-
     runnable: list[Job] = []
+    decided: list[tuple[Job, CaseRecord]] = []
     for job in pending:
         record = static_record(job, plan.entries)
         if record is None:
             runnable.append(job)
         else:
-            begun += 1
             # decided here without running: no case ran beside it
             record.placement = dataclasses.replace(record.placement, executor=executor.name,
                                                    concurrency=0)
-            yield store(job, record)
+            decided.append((job, record))
+    # the progress counts the cases that run: a case decided without a process takes no
+    # time, and counted as progress it would make the estimate of the time left too short
+    total = len(runnable)
+    if pending:
+        # before any record is written, here or by a cluster task: until the caller rebuilds
+        # the tables at the end, readers build them from the records
+        folder.begin_cases()
+    finished = 0
+    #: cases started so far: the number a "start" shows
+    begun = 0
+
+    def store(job: Job, record: CaseRecord) -> CaseRecord:
+        nonlocal finished
+        finished += 1
+        folder.store_case(record)
+        # told before the tables are rebuilt: the case's number reaches the terminal first
+        # (the record is already on disk, so an interrupt here loses nothing)
+        if progress:
+            progress("done", finished, total, job, record)
+        folder.tables_if_due(plan.run_id)
+        return record
+
+    for _, record in decided:
+        folder.store_case(record)
+    if decided:  # the tables (when due) once for all of them: the first case starts sooner
+        folder.tables_if_due(plan.run_id)
+    for index, (job, record) in enumerate(decided, start=1):
+        if progress:
+            progress("decided", index, len(decided), job, record)
+        yield record
     by_key = {job.key: job for job in runnable}
 
     def started(job: Job) -> None:

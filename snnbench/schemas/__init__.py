@@ -1,0 +1,5 @@
+"""JSON schemas of snnbench's machine output, shipped as package data.
+
+``show.schema.json``: the document ``snnbench show --format json`` prints and ``snnbench run
+--export-json`` writes (:func:`snnbench.views.show_json`).
+"""
