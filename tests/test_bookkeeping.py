@@ -36,17 +36,15 @@ KILL_BETWEEN_CASES = """
 import os, signal, sys
 from snnbench.rundir import RunFolder
 
-real = RunFolder.add_case
-stored = 0
+real = RunFolder.tables_if_due
 
-def add_case(self, record, run_id):
-    global stored
-    real(self, record, run_id)
-    stored += 1
-    if stored == int(sys.argv[1]):
+def tables_if_due(self, run_id):
+    # the sweep's second half of add_case: the record stored, the tables rebuilt when due
+    real(self, run_id)
+    if self._stored == int(sys.argv[1]):
         os.kill(os.getpid(), signal.SIGKILL)
 
-RunFolder.add_case = add_case
+RunFolder.tables_if_due = tables_if_due
 from snnbench.cli import app
 app(sys.argv[2:], prog_name="snnbench")
 """
@@ -100,7 +98,7 @@ def _every_reader_sees(run: Path, tmp_path: Path) -> None:
     """show, report, compare and history take the folder and show each of its records."""
     records = RunFolder(run).case_records()
     cases = {(r.adapter, r.case_id) for r in records}
-    sizes = {(r.adapter, str(r.spec.neurons)) for r in records}
+    sizes = {(r.adapter, r.spec.neurons) for r in records}
 
     assert {(r.adapter, r.case_id) for r in load_run(run).summary.itertuples()} == cases
     samples = load_run(run).samples
