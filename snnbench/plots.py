@@ -95,10 +95,14 @@ def _floor_note(ax: Axes, text: str = "floor: not measured in this run") -> None
 
 
 def _floor_line(ax: Axes, at: float) -> None:
-    """The floor (a GEMM alone: a bound no library beats) as a dashed line, named at its top."""
+    """The floor (a GEMM alone: a bound no library beats) as a dashed line; the legend names
+    it (:func:`_floor_handle`): a label beside the line collides with the bars or the title
+    when the floor sits near 0."""
     ax.axvline(at, color="#555555", linestyle="--", linewidth=1)
-    ax.annotate("floor", (at, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 1),
-                textcoords="offset points", fontsize=7, color="#555555", ha="center", va="bottom")
+
+
+def _floor_handle() -> Line2D:
+    return Line2D([], [], color="#555555", linestyle="--", linewidth=1, label="floor")
 
 
 def _panels(count: int, heights: Sequence[float], width: float,
@@ -186,14 +190,15 @@ def _time_panel(ax: Axes, panel: pd.DataFrame, factor: float, colors: dict[str, 
     return widest
 
 
-def _time_legend(ax: Axes) -> None:
+def _time_legend(ax: Axes, floor: bool) -> None:
     handles = [
         Patch(facecolor="#bbbbbb", edgecolor="black", label="forward"),
         Patch(facecolor="#dddddd", edgecolor="black", hatch="//", label="backward"),
         Line2D([], [], color="black", marker="o", markersize=3, label="step: median, IQR"),
+        *([_floor_handle()] if floor else []),
     ]
     ax.legend(handles=handles, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0),
-              ncol=3, frameon=False)
+              ncol=len(handles), frameon=False)
 
 
 def plot_phase_bars(
@@ -219,7 +224,7 @@ def plot_phase_bars(
         ax.set_title(f"n = {n}", fontsize=9, loc="left")
     axes[0].set_xlim(0, widest * 1.15 or 1.0)
     axes[-1].set_xlabel(f"median time [{unit}] (linear; same scale in every panel)")
-    _time_legend(axes[0])
+    _time_legend(axes[0], bool((data["label"] == FLOOR).any()))
     fig.suptitle(f"Training step = forward + backward, fastest first\n{title}", fontsize=10)
     return _save(fig, out)
 
@@ -249,7 +254,7 @@ def plot_at_size(
     axes[0].set_xlim(0, widest * 1.2 or 1.0)
     axes[0].set_xlabel(f"median time [{unit}]")
     axes[0].set_title("time per training step", fontsize=9, loc="left")
-    _time_legend(axes[0])
+    _time_legend(axes[0], bool((panel["label"] == FLOOR).any()))
     if has_mem:
         peak = peak.assign(label=[label_of(r) for _, r in peak.iterrows()])
         scale, munit = byte_unit(peak["median"].tolist())
@@ -379,6 +384,9 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
         ax.set_title(f"n = {n}", fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_xlim(0, float(peak["median"].max()) * scale * 1.15 or 1.0)
+    if (peak["label"] == FLOOR).any():
+        axes[0].legend(handles=[_floor_handle()], fontsize=7, loc="lower right",
+                       bbox_to_anchor=(1.0, 1.0), frameon=False)
     what = _memory_what(rows, metric)
     axes[-1].set_xlabel(f"{what} [{unit}] (linear; same scale in every panel)")
     fig.suptitle(f"Peak memory, smallest first\n{title}", fontsize=10)
