@@ -190,15 +190,16 @@ def _time_panel(ax: Axes, panel: pd.DataFrame, factor: float, colors: dict[str, 
     return widest
 
 
-def _time_legend(ax: Axes, floor: bool) -> None:
+def _time_legend(fig: Figure, floor: bool) -> None:
+    """The legend of a time figure, below it (above the panels it ran into their titles)."""
     handles = [
         Patch(facecolor="#bbbbbb", edgecolor="black", label="forward"),
         Patch(facecolor="#dddddd", edgecolor="black", hatch="//", label="backward"),
         Line2D([], [], color="black", marker="o", markersize=3, label="step: median, IQR"),
         *([_floor_handle()] if floor else []),
     ]
-    ax.legend(handles=handles, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0),
-              ncol=len(handles), frameon=False)
+    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles),
+               frameon=False)
 
 
 def plot_phase_bars(
@@ -224,7 +225,7 @@ def plot_phase_bars(
         ax.set_title(f"n = {n}", fontsize=9, loc="left")
     axes[0].set_xlim(0, widest * 1.15 or 1.0)
     axes[-1].set_xlabel(f"median time [{unit}] (linear; same scale in every panel)")
-    _time_legend(axes[0], bool((data["label"] == FLOOR).any()))
+    _time_legend(fig, bool((data["label"] == FLOOR).any()))
     fig.suptitle(f"Training step = forward + backward, fastest first\n{title}", fontsize=10)
     return _save(fig, out)
 
@@ -254,7 +255,7 @@ def plot_at_size(
     axes[0].set_xlim(0, widest * 1.2 or 1.0)
     axes[0].set_xlabel(f"median time [{unit}]")
     axes[0].set_title("time per training step", fontsize=9, loc="left")
-    _time_legend(axes[0], bool((panel["label"] == FLOOR).any()))
+    _time_legend(fig, bool((panel["label"] == FLOOR).any()))
     if has_mem:
         peak = peak.assign(label=[label_of(r) for _, r in peak.iterrows()])
         scale, munit = byte_unit(peak["median"].tolist())
@@ -385,8 +386,8 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_xlim(0, float(peak["median"].max()) * scale * 1.15 or 1.0)
     if (peak["label"] == FLOOR).any():
-        axes[0].legend(handles=[_floor_handle()], fontsize=7, loc="lower right",
-                       bbox_to_anchor=(1.0, 1.0), frameon=False)
+        fig.legend(handles=[_floor_handle()], fontsize=8, loc="outside lower center",
+                   frameon=False)
     what = _memory_what(rows, metric)
     axes[-1].set_xlabel(f"{what} [{unit}] (linear; same scale in every panel)")
     fig.suptitle(f"Peak memory, smallest first\n{title}", fontsize=10)

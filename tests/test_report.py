@@ -385,7 +385,7 @@ def test_an_absent_floor_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     plots.plot_phase_bars(with_floor, tmp_path / "p.png", "t", {})
     texts = [t.get_text() for ax in figures[0].axes for t in ax.texts]  # type: ignore[attr-defined]
     assert "floor: not measured in this run" not in texts
-    legend = figures[0].axes[0].get_legend()  # type: ignore[attr-defined]
+    legend = figures[0].legends[0]  # type: ignore[attr-defined]
     assert "floor" in [t.get_text() for t in legend.get_texts()]
     dashed = [line for line in figures[0].axes[1].get_lines()  # type: ignore[attr-defined]
               if line.get_linestyle() == "--"]
