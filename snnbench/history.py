@@ -503,14 +503,17 @@ def _changes_table(found: list[Change], anchors: dict[tuple[str, str], str],
                    history: History) -> str:
     if not found:
         long = sum(1 for s in history.series if len(s.points) >= 3)
-        return (f"<p>No change found. A step needs a series of at least 3 runs: {long} of the "
-                f"{len(history.series)} series have as many, and each is flat within its own "
-                "noise.</p>")
+        if not long:
+            return (f"<p>No change can be found yet: a step needs a series of at least 3 runs, "
+                    f"and none of the {len(history.series)} series has as many.</p>")
+        return (f"<p>No change found: {long} of the {len(history.series)} series have the 3 "
+                "runs a step needs, and each is flat within its own noise.</p>")
     esc = html.escape
     rows = []
     for c in found:
         s = c.series
-        what = f"{metric_title(s.metric)}, {s.phase}"
+        what = (f"{s.phase} time" if s.metric == "time_s"
+                else f"{metric_title(s.metric)} ({s.phase})")
         factor, unit = _scale(s.metric, [c.step.before, c.step.after])
         before = f"{c.step.before * factor:.4g} {unit}".strip()
         after = f"{c.step.after * factor:.4g} {unit}".strip()

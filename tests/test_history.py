@@ -153,7 +153,10 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
                    str(REPO / "results" / "baselines"), "--per-machine", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "history.json").read_text())
-    figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]})
+    # a figure per adapter, case and metric, and the overview's chart per case (and machine)
+    figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]}) + len(
+        {(s["machine"], s["case"]) for s in doc["series"]
+         if s["phase"] == "step" and s["metric"] == "time_s"})
 
     # no console error, every link resolving inside the site (an anchor or a copied report)
     found = open_page(browser, out / "index.html")
@@ -241,7 +244,7 @@ def test_the_site_opens_on_the_changes_and_a_chart_per_case(tmp_path: Path) -> N
     # the overview comes first: the changes, then the chart per case
     assert page.index('id="changes"') < page.index('id="cases"') < page.index('id="machines"')
     changes = page.split('id="changes"')[1].split('id="cases"')[0]
-    row = next(r for r in changes.split("<tr>") if "step" in r and "time per phase" in r)
+    row = next(r for r in changes.split("<tr>") if "<td>step time</td>" in r)
     assert "×1.5" in row and "slower" in row and "<td>64</td>" in row
     assert "c2abcde..c3abcde" in row  # the commit range the step lies in
     doc = json.loads((out / "history.json").read_text())
