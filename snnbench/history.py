@@ -408,6 +408,40 @@ def _figure(series: list[Series], links: dict[Path, str], x: XAxis,
         return _draw(fig, ax, series, runs, links, x, name, color)
 
 
+def _snapshot(series: list[Series], links: dict[Path, str]) -> str:
+    """Step times of one case measured in one run only, as inline SVG: a dot per library on a
+    linear axis from 0, its IQR as whiskers, fastest on top (a trend of one point would be a
+    column of dots whose legend colours the reader must match)."""
+    ordered = sorted(series, key=lambda s: (s.points[-1].median, s.label))
+    factor, unit = _scale("time_s", [s.points[-1].median for s in ordered])
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "snnbench"}):
+        fig, ax = plt.subplots(figsize=(7.5, 0.25 * len(ordered) + 1.2))
+        for i, s in enumerate(ordered):
+            p = s.points[-1]
+            ax.errorbar(p.median * factor, i,
+                        xerr=[[max(p.median - p.q1, 0.0) * factor],
+                              [max(p.q3 - p.median, 0.0) * factor]],
+                        fmt="o", color="#333333", markersize=4, capsize=2)
+            dots = ax.scatter([p.median * factor], [i], s=30, color="#333333", zorder=3)
+            dots.set_urls([_report_link(p, links) or None])
+            ax.annotate(f"{p.median * factor:.3g}", (p.q3 * factor, i), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=7)
+        ax.set_yticks(range(len(ordered)), [s.label for s in ordered], fontsize=7)
+        ax.set_ylim(len(ordered) - 0.5, -0.5)
+        top = max(s.points[-1].q3 for s in ordered) * factor
+        ax.set_xlim(0, top * 1.15 if top > 0 else 1.0)
+        ax.set_xlabel(f"step time [{unit}] (one run: {ordered[0].points[-1].run_id})",
+                      fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
 def _draw(fig: Figure, ax: Axes, series: list[Series], runs: list[tuple[datetime, str]],
           links: dict[Path, str], x: XAxis, name: Callable[[Series], str],
           color: Callable[[Series], str]) -> str:
@@ -583,10 +617,12 @@ def write_site(history: History, out_dir: str | Path, *, x: XAxis = "date",
         where = f" · machine {machine}" if per_machine else ""
         # the legend reads fastest first (by each library's latest run)
         of_case = sorted(of_case, key=lambda s: (s.points[-1].median, s.label))
-        overview.append(
-            f'<h3 id="c{number}">{html.escape(case)}{html.escape(where)}</h3><figure>'
-            + _figure(of_case, links, x, lambda s: s.label,
-                      lambda s: colors.get(s.label, "#333333")) + "</figure>")
+        one_run = len({p.run_id for s in of_case for p in s.points}) == 1
+        chart = (_snapshot(of_case, links) if one_run
+                 else _figure(of_case, links, x, lambda s: s.label,
+                              lambda s: colors.get(s.label, "#333333")))
+        overview.append(f'<h3 id="c{number}">{html.escape(case)}{html.escape(where)}</h3>'
+                        f"<figure>{chart}</figure>")
         tick()
     for (label, case), group in groups.items():
         anchor = anchors[(label, case)]
