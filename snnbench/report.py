@@ -358,10 +358,10 @@ def headline_table(groups: list[tuple[str, pd.DataFrame]], samples: pd.DataFrame
     return Table(["case", *headers] if many else headers, rows)
 
 
-def trust_lines(run: Run, ok: pd.DataFrame) -> list[tuple[bool, str]]:
+def trust_lines(run: Run, ok: pd.DataFrame, unread: str = "") -> list[tuple[bool, str]]:
     """How far to trust the report, as (is a warning, line): the machine's noise verdict with
     its reasons (or that it was not recorded), how many step times are noisy, and what the
-    intervals leave out."""
+    intervals leave out (``unread``: why the raw samples could not be read)."""
     lines: list[tuple[bool, str]] = []
     noise = run.manifest.get("noise")
     if isinstance(noise, dict) and noise.get("noisy"):
@@ -384,7 +384,10 @@ def trust_lines(run: Run, ok: pd.DataFrame) -> list[tuple[bool, str]]:
     elif len(step):
         lines.append((False, f"None of the {len(step)} step times is noisy (IQR at most "
                       f"{100 * NOISY_IQR_RATIO:g} % of the median)."))
-    if run.samples is None:
+    if unread:
+        lines.append((True, f"The raw samples could not be read ({unread}): ratios come "
+                      "without intervals and the distribution plot is left out."))
+    elif run.samples is None:
         lines.append((False, "The run kept no raw samples: ratios come without intervals."))
     else:
         lines.append((False, "Intervals come from the samples of one run: they leave out "
@@ -407,7 +410,14 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     earlier report (they are never overwritten). Runs with one adapter, one neuron count or
     no ok case still give a report: plots without data are left out and the page says why.
     """
-    run = load_run(run_dir, samples=True)
+    try:
+        run = load_run(run_dir, samples=True)
+        unread = ""
+    except StorageError as exc:
+        # the figures and tables stand without the raw samples: only a damaged summary or
+        # manifest (raised again here) stops a report
+        run = load_run(run_dir, samples=False)
+        unread = str(exc)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
     if out_dir is None and out.is_symlink():
         # the folder's own report/ that points elsewhere (a folder someone sent): the report
@@ -459,7 +469,7 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, *,
                  warns=warnings_table(run),
                  goals=targets_table(run) if targets else Table([], []),
                  overhead=overhead_lines(summary), alerts=alert_lines(run),
-                 trust=trust_lines(run, ok),
+                 trust=trust_lines(run, ok, unread),
                  headline=headline_table([(g.title, g.rows) for g in groups], run.samples))
     md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"

@@ -453,3 +453,12 @@ def test_a_quiet_run_and_a_run_without_samples_say_so(tmp_path: Path) -> None:
     md = (tmp_path / "out" / "report.md").read_text()
     assert "showed no sign of noise" in md and "ratios come without intervals" in md
     assert "faster than torch" in md and "× [" not in md
+
+
+def test_damaged_raw_samples_leave_a_report_without_intervals(tmp_path: Path) -> None:
+    run = _speed_run(tmp_path / "run")
+    (run / schema.SAMPLES_PARQUET).write_bytes(b"not a parquet file")
+    written = report(run, tmp_path / "out")
+    assert "distribution.png" not in {p.name for p in written}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "The raw samples could not be read" in md and "× [" not in md
