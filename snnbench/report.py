@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from snnbench import plots, schema, targets
+from snnbench import plots, schema, speedups, targets
 from snnbench.contract import adapter_label
 from snnbench.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
@@ -32,6 +32,7 @@ from snnbench.render.formats import html_page, html_table, markdown
 from snnbench.roofline import IMPOSSIBLE_NOTE, impossible_rows
 from snnbench.rundir import load_run
 from snnbench.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
+from snnbench.stats import NOISY_IQR_RATIO
 from snnbench.storage import (
     Run,
     StorageError,
@@ -45,8 +46,9 @@ from snnbench.tables import case_text, format_table, reading_order, summary_tabl
 #: importable from here, where callers have always found them
 __all__ = [
     "Table", "case_metrics_table", "environment_table", "format_bytes", "format_seconds",
-    "format_table", "format_value", "overhead_lines", "problems_table", "report",
-    "step_pivot_table", "summary_table", "targets_table", "warnings_table",
+    "format_table", "format_value", "headline_table", "overhead_lines", "problems_table",
+    "report", "step_pivot_table", "summary_table", "targets_table", "trust_lines",
+    "warnings_table",
 ]
 
 
@@ -79,7 +81,8 @@ def case_metrics_table(run: Run) -> Table:
 
 
 def step_pivot_table(rows: pd.DataFrame) -> Table:
-    """Median step time per adapter (rows) and neuron count (columns), with speed-up over torch.
+    """Median step time per adapter (rows, fastest first) and neuron count (columns), with
+    the speed-up over torch; a cell whose samples carry a noise warning reads ``noisy``.
 
     ``rows`` are the summary rows of one configuration group.
     """
@@ -89,16 +92,25 @@ def step_pivot_table(rows: pd.DataFrame) -> Table:
     step = step.assign(label=[plots.label_of(r) for _, r in step.iterrows()])
     times = step.pivot_table(index="label", columns="neurons", values="median", aggfunc="min")
     speed = plots.speedup_table(rows)
-    labels = sorted(times.index, key=lambda lab: (lab == FLOOR, lab))
+    # fastest first (at the largest n each ran), the floor last: the order of the plots
+    largest = times.ffill(axis=1).iloc[:, -1]
+    labels = sorted(times.index, key=lambda lab: (lab == FLOOR, float(largest[lab]), lab))
+    noisy = {(str(r["label"]), r["neurons"]) for _, r in step.iterrows() if str(r["warning"])}
     out: list[list[str]] = []
     for lab in labels:
         cells = [lab]
         for n in times.columns:
-            cell = format_seconds(float(times.loc[lab, n]))
+            value = float(times.loc[lab, n])
+            if not math.isfinite(value):
+                cells.append("—")
+                continue
+            cell = format_seconds(value)
             if not speed.empty and lab in speed.columns and n in speed.index:
                 s = float(speed.loc[n, lab])
                 if math.isfinite(s):
                     cell += f" ({s:.2f}×)"
+            if (lab, n) in noisy:
+                cell += " noisy"
             cells.append(cell)
         out.append(cells)
     return Table(["adapter", *(f"n={int(n)}" for n in times.columns)], out)
@@ -165,7 +177,12 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
         ])
     settings = manifest.get("settings") or {}
     if isinstance(settings, dict) and settings:
-        rows.append(["settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))])
+        plain = {k: v for k, v in settings.items() if not isinstance(v, dict)}
+        rows.append(["settings", ", ".join(f"{k}={cell_text(v)}"
+                                           for k, v in sorted(plain.items()))])
+        # a mapping setting (the thread variables) gets its own row, as NAME=value pairs
+        for key, value in sorted((k, v) for k, v in settings.items() if isinstance(v, dict)):
+            rows.append([f"settings: {key}", cell_text(value)])
     env_vars = manifest.get("env_vars")
     if isinstance(env_vars, dict):
         # a folder written by an older snnbench may hold variables it no longer records (a
@@ -197,6 +214,16 @@ def environment_table(manifest: dict[str, Any], adapters: Iterable[str] = ()) ->
         warnings = "".join(f"; warning: {w}" for w in env.get("warnings") or [])
         rows.append([f"library environment {env.get('name', '?')}", what + warnings])
     return Table(["item", "value"], rows)
+
+
+def cell_text(value: Any) -> str:
+    """A manifest value as a table cell reads it: lists comma-separated, mappings as
+    ``NAME=value`` pairs, never Python's ``['a']`` or ``{'k': 'v'}``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell_text(v)}" for k, v in sorted(value.items())) or "—"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell_text(v) for v in value) or "—"
+    return str(value)
 
 
 def targets_table(run: Run) -> Table:
@@ -286,11 +313,15 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
     return out
 
 
-_PLOTS = (
-    ("phases", "Forward and backward time per neuron count", plots.plot_phase_bars),
-    ("scaling", "Step time vs neurons", plots.plot_scaling),
-    ("memory", "Peak memory", plots.plot_memory),
-    ("speedup", "Speed-up over torch", plots.plot_speedup),
+#: (file stem, caption, needs the raw samples, drawing function)
+_PLOTS: tuple[tuple[str, str, bool, Any], ...] = (
+    ("at-size", "Time and peak memory per library at the largest n", False, plots.plot_at_size),
+    ("phases", "Training step (forward + backward) per neuron count", False,
+     plots.plot_phase_bars),
+    ("speedup", "Speed-up over torch with 95 % intervals", True, plots.plot_speedup),
+    ("distribution", "Raw step-time samples", True, plots.plot_distribution),
+    ("scaling", "Step time vs neurons", False, plots.plot_scaling),
+    ("memory", "Peak memory", False, plots.plot_memory),
 )
 
 _GOALS_NOTE = (
@@ -298,19 +329,95 @@ _GOALS_NOTE = (
     "target bounds: fused/other, fused/floor, best third-party/fused, or fused/torch memory."
 )
 
+_HEADLINE_NOTE = (
+    "The fastest library at each n (the floor, a hardware bound, aside), by how much it beat "
+    "the runner-up and torch: the ratio of median step times, in brackets its 95 % bootstrap "
+    "interval from this run's raw samples. 'noisy': a step time whose IQR is over "
+    f"{100 * NOISY_IQR_RATIO:g} % of its median."
+)
 
 
-def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+def headline_table(groups: list[tuple[str, pd.DataFrame]], samples: pd.DataFrame | None
+                   ) -> Table:
+    """Who is fastest at each n of each case group (:func:`snnbench.speedups.headline`)."""
+    many = len(groups) > 1
+    rows: list[list[str]] = []
+    for title, frame in groups:
+        for best in speedups.headline(frame, samples):
+            runner = (f"{best.runner_up.text()} faster than {best.runner_up.other}"
+                      + (" (noisy)" if best.runner_up.noisy else "")
+                      if best.runner_up is not None else "ran alone")
+            ref = (best.reference.text() + (" (noisy)" if best.reference.noisy else "")
+                   if best.reference is not None
+                   else ("is torch" if best.label == speedups.REFERENCE else "torch not run"))
+            cells = [str(best.neurons), best.label,
+                     format_seconds(best.median_s) + (" noisy" if best.noisy else ""),
+                     runner, ref]
+            rows.append([title, *cells] if many else cells)
+    headers = ["n", "fastest", "step time", "ahead of the runner-up", "speed-up over torch"]
+    return Table(["case", *headers] if many else headers, rows)
+
+
+def trust_lines(run: Run, ok: pd.DataFrame, unread: str = "") -> list[tuple[bool, str]]:
+    """How far to trust the report, as (is a warning, line): the machine's noise verdict with
+    its reasons (or that it was not recorded), how many step times are noisy, and what the
+    intervals leave out (``unread``: why the raw samples could not be read)."""
+    lines: list[tuple[bool, str]] = []
+    noise = run.manifest.get("noise")
+    if isinstance(noise, dict) and noise.get("noisy"):
+        reasons = [str(r) for r in noise.get("reasons") or []]
+        lines.append((True, "Noisy run: its times include waiting on a busy machine, so a "
+                      "difference between rows may be noise"
+                      + (f" ({len(reasons)} reasons: {'; '.join(reasons)})" if reasons else "")))
+    elif isinstance(noise, dict):
+        lines.append((False, "The machine's load was watched during the run and showed no "
+                      "sign of noise."))
+    else:
+        lines.append((False, "This run did not record the machine's load (an older "
+                      "snnbench): whether the machine was quiet is unknown."))
+    step = ok[(ok["phase"] == "step") & (ok["metric"] == "time_s")]
+    noisy = int((step["warning"].astype(str) != "").sum())
+    if noisy:
+        lines.append((True, f"{noisy} of {len(step)} step times are noisy (IQR over "
+                      f"{100 * NOISY_IQR_RATIO:g} % of the median): marked 'noisy' below; "
+                      "their ratios are less certain."))
+    elif len(step):
+        lines.append((False, f"None of the {len(step)} step times is noisy (IQR at most "
+                      f"{100 * NOISY_IQR_RATIO:g} % of the median)."))
+    if unread:
+        lines.append((True, f"The raw samples could not be read ({unread}): ratios come "
+                      "without intervals and the distribution plot is left out."))
+    elif run.samples is None:
+        lines.append((False, "The run kept no raw samples: ratios come without intervals."))
+    else:
+        lines.append((False, "Intervals come from the samples of one run: they leave out "
+                      "the spread between processes and days (for a verdict, run with "
+                      "--replicates and use snnbench compare)."))
+    return lines
+
+
+def report(run_dir: str | Path, out_dir: str | Path | None = None, *,
+           targets: bool = False) -> list[Path]:
     """Write plots, ``report.md`` and ``report.html`` for the run in ``run_dir``.
 
-    ``out_dir`` defaults to ``<run_dir>/report``. Returns the written paths (PNGs first, then
-    the Markdown and the HTML page). Raises :class:`~snnbench.rundir.RunDirError` for a missing,
-    empty or damaged run folder, and :class:`~snnbench.storage.StorageError` when ``out_dir``
-    holds files that are not an earlier report (they are never overwritten). Runs with one
-    adapter, one neuron count or no ok case still give a report: plots without data are left
-    out and the page says why.
+    ``out_dir`` defaults to ``<run_dir>/report``. The page opens with how far to trust it
+    (the machine's noise, noisy rows, what the intervals leave out) and who is fastest at each
+    n; the environment comes after the results. ``targets``: add the fused backend's targets
+    (:mod:`snnbench.targets`), a section for snnbench's own developers. Returns the written
+    paths (PNGs first, then the Markdown and the HTML page). Raises
+    :class:`~snnbench.rundir.RunDirError` for a missing, empty or damaged run folder, and
+    :class:`~snnbench.storage.StorageError` when ``out_dir`` holds files that are not an
+    earlier report (they are never overwritten). Runs with one adapter, one neuron count or
+    no ok case still give a report: plots without data are left out and the page says why.
     """
-    run = load_run(run_dir, samples=False)
+    try:
+        run = load_run(run_dir, samples=True)
+        unread = ""
+    except StorageError as exc:
+        # the figures and tables stand without the raw samples: only a damaged summary or
+        # manifest (raised again here) stops a report
+        run = load_run(run_dir, samples=False)
+        unread = str(exc)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
     if out_dir is None and out.is_symlink():
         # the folder's own report/ that points elsewhere (a folder someone sent): the report
@@ -333,12 +440,14 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
     colors = plots.color_map(labels)
 
     written: list[Path] = []
-    # (group title, [(caption, png path)], step pivot table)
     sections: list[tuple[str, list[tuple[str, Path]], Table]] = []
-    for group in _groups(ok):
+    groups = _groups(ok)
+    for group in groups:
         images: list[tuple[str, Path]] = []
-        for name, caption, draw in _PLOTS:
-            path = draw(group.rows, out / f"{group.slug}{name}.png", group.title, colors)
+        for name, caption, raw, draw in _PLOTS:
+            target = out / f"{group.slug}{name}.png"
+            path = (draw(group.rows, target, group.title, colors, samples=run.samples) if raw
+                    else draw(group.rows, target, group.title, colors))
             if path is not None:  # recorded in the ledger as it was written
                 images.append((caption, path))
                 written.append(path)
@@ -357,8 +466,11 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]
 
     page = _Page(run, status_line, env, sections, timing=summary_table(run),
                  metrics=case_metrics_table(run), problems=problems_table(run),
-                 warns=warnings_table(run), goals=targets_table(run),
-                 overhead=overhead_lines(summary), alerts=alert_lines(run))
+                 warns=warnings_table(run),
+                 goals=targets_table(run) if targets else Table([], []),
+                 overhead=overhead_lines(summary), alerts=alert_lines(run),
+                 trust=trust_lines(run, ok, unread),
+                 headline=headline_table([(g.title, g.rows) for g in groups], run.samples))
     md, html_page = _markdown(page, out), _html(page)
     md_path, html_path = out / "report.md", out / "report.html"
     write_recorded(md_path, md.encode("utf-8"))
@@ -379,10 +491,15 @@ class _Page:
     metrics: Table
     problems: Table
     warns: Table
+    #: the fused backend's targets (no rows unless asked for: ``report --targets``)
     goals: Table
     overhead: list[str]
-    #: what a reader must know before any figure: a noisy run, impossible rows
+    #: what a reader must know before any figure: impossible rows
     alerts: list[str]
+    #: how far to trust the page: (is a warning, line)
+    trust: list[tuple[bool, str]]
+    #: who is fastest at each n
+    headline: Table
 
 
 def _impossible_cases(frame: pd.DataFrame) -> pd.Series:
@@ -396,15 +513,9 @@ def _impossible_cases(frame: pd.DataFrame) -> pd.Series:
 
 
 def alert_lines(run: Run) -> list[str]:
-    """The lines a report leads with: the run's noise verdict when it was noisy (with its
-    reasons), and every row measured faster than its device's floor."""
+    """Every row measured faster than its device's floor: a defect the report leads with (the
+    noise verdict is in :func:`trust_lines`)."""
     lines: list[str] = []
-    noise = run.manifest.get("noise")
-    if isinstance(noise, dict) and noise.get("noisy"):
-        reasons = [str(r) for r in noise.get("reasons") or []]
-        lines.append("Noisy run: its times include waiting on a busy machine, so a difference "
-                     "between rows may be noise"
-                     + (f" ({len(reasons)} reasons: {'; '.join(reasons)})" if reasons else ""))
     bad = impossible_rows(run.summary)
     for _, row in bad.iterrows():
         label = adapter_label(str(row["adapter"]), str(row["variant"]), str(row["environment"]))
@@ -414,27 +525,30 @@ def alert_lines(run: Run) -> list[str]:
     return lines
 
 
+_PIVOT_NOTE = ("Median step time (forward + backward), fastest first; in brackets the speed-up "
+               "over torch.")
+
+
 def _markdown(page: _Page, out: Path) -> str:
     run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
     timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
     goals, overhead = page.goals, page.overhead
     parts = [f"# snnbench report: {run.run_id}", "",
              *(f"> **{line}**\n" for line in page.alerts),
+             "## How far to trust this report", "",
+             *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust), "",
              f"Cases: {status_line}.", "",
-             *(f"{line}  " for line in overhead), "",
-             "## Environment", "", markdown(env), ""]
+             *(f"{line}  " for line in overhead), ""]
+    if page.headline.rows:
+        parts += ["## Fastest at each n", "", _HEADLINE_NOTE, "", markdown(page.headline), ""]
     if not sections:
         parts += ["No case finished ok: there is nothing to plot.", ""]
     for title, images, pivot in sections:
         parts += [f"## {title}", ""]
         if pivot.rows:
-            parts += ["Median step time (forward + backward); in brackets the speed-up over torch.",
-                      "", markdown(pivot), ""]
+            parts += [_PIVOT_NOTE, "", markdown(pivot), ""]
         for caption, path in images:
             parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
-    if goals.rows:
-        parts += ["## Fused backend against its targets", "", _GOALS_NOTE, "",
-                  markdown(goals), ""]
     parts += ["## Timing", "", markdown(timing), ""]
     if metrics.rows:
         parts += ["## Other metrics per case", "", markdown(metrics), ""]
@@ -442,6 +556,10 @@ def _markdown(page: _Page, out: Path) -> str:
     parts += [markdown(problems) if problems.rows else "None.", ""]
     if warns.rows:
         parts += ["## Measurement warnings", "", markdown(warns), ""]
+    parts += ["## Environment", "", markdown(env), ""]
+    if goals.rows:
+        parts += ["## Fused backend against its targets", "", _GOALS_NOTE, "",
+                  markdown(goals), ""]
     return "\n".join(parts)
 
 
@@ -450,25 +568,26 @@ def _html(page: _Page) -> str:
     timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
     goals, overhead = page.goals, page.overhead
     esc = html.escape
+    trust = "".join(f'<li class="bad"><strong>{esc(line)}</strong></li>' if bad
+                    else f"<li>{esc(line)}</li>" for bad, line in page.trust)
     body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>",
             *(f'<p class="bad"><strong>{esc(line)}</strong></p>' for line in page.alerts),
+            f"<h2>How far to trust this report</h2><ul>{trust}</ul>",
             f"<p>Cases: {esc(status_line)}.</p>",
-            *(f"<p>{esc(line)}</p>" for line in overhead),
-            "<h2>Environment</h2>", html_table(env)]
+            *(f"<p>{esc(line)}</p>" for line in overhead)]
+    if page.headline.rows:
+        body += ['<h2 id="fastest">Fastest at each n</h2>', f"<p>{esc(_HEADLINE_NOTE)}</p>",
+                 html_table(page.headline)]
     if not sections:
         body.append("<p>No case finished ok: there is nothing to plot.</p>")
     for title, images, pivot in sections:
         body.append(f"<h2>{esc(title)}</h2>")
         if pivot.rows:
-            body += ["<p>Median step time (forward + backward); in brackets the speed-up over "
-                     "torch.</p>", html_table(pivot)]
+            body += [f"<p>{esc(_PIVOT_NOTE)}</p>", html_table(pivot)]
         for caption, path in images:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{esc(caption)}</figcaption></figure>")
-    if goals.rows:
-        body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(_GOALS_NOTE)}</p>",
-                 html_table(goals)]
     body += ["<h2>Timing</h2>", html_table(timing)]
     if metrics.rows:
         body += ["<h2>Other metrics per case</h2>", html_table(metrics)]
@@ -476,5 +595,8 @@ def _html(page: _Page) -> str:
     body.append(html_table(problems) if problems.rows else "<p>None.</p>")
     if warns.rows:
         body += ["<h2>Measurement warnings</h2>", html_table(warns)]
+    body += ["<h2>Environment</h2>", html_table(env)]
+    if goals.rows:
+        body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(_GOALS_NOTE)}</p>",
+                 html_table(goals)]
     return html_page(f"snnbench report {run.run_id}", "".join(body))
-

@@ -17,6 +17,7 @@ import pytest
 
 from snnbench.history import HistoryError, collect, detect_steps
 from tests.conftest import REPO, run_cli
+from tests.fixtures.browser import headless_chromium, open_page
 from tests.fixtures.runfolders import timed_case, write_run
 
 #: where the browser test keeps its screenshot (SNNBENCH_TEST_ARTIFACTS overrides it)
@@ -124,8 +125,11 @@ def test_foreign_files_are_never_overwritten_and_a_site_is_refreshed(tmp_path: P
         assert proc.returncode == 0, proc.stderr
     page = (out / "index.html").read_text()
     assert "<svg" in page and "x axis: version" in page and ">1.1<" in page
-    # every point links to its run (no report there: the run's summary.csv), relative
-    assert page.count('xlink:href="../runs/run00/summary.csv"') >= 1
+    # every point links to its run (no report there: the run's summary.csv), copied beside
+    # the page
+    assert page.count('xlink:href="run-run00.csv"') >= 1
+    assert (out / "run-run00.csv").read_bytes() == (tmp_path / "runs" / "run00"
+                                                    / "summary.csv").read_bytes()
     # offline: nothing fetched (the SVG's xmlns URIs are names, not fetches)
     assert not re.search(r'(?:src|href)="(?:https?:)?//', page)
 
@@ -133,33 +137,10 @@ def test_foreign_files_are_never_overwritten_and_a_site_is_refreshed(tmp_path: P
 # ------------------------------------------------------------------------ headless browser
 
 
-def _chromium() -> tuple[str, str] | None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    return (browser, driver) if browser and driver else None
-
-
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    """A headless chromium driven by chromedriver; both are stopped after the test."""
-    found = _chromium()
-    if found is None:
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium "
-                    "chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = found[0]
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1200,1600", "--allow-file-access-from-files"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(found[1]))
-    try:
-        yield driver
-    finally:
-        driver.quit()  # stops chromium and chromedriver
+    """A headless chromium (:func:`tests.fixtures.browser.headless_chromium`)."""
+    yield from headless_chromium()
 
 
 @pytest.mark.slow
@@ -172,16 +153,15 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
                    str(REPO / "results" / "baselines"), "--per-machine", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "history.json").read_text())
-    figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]})
+    # a figure per adapter, case and metric, and the overview's chart per case (and machine)
+    figures = len({(s["adapter"], s["case"], s["metric"]) for s in doc["series"]}) + len(
+        {(s["machine"], s["case"]) for s in doc["series"]
+         if s["phase"] == "step" and s["metric"] == "time_s"})
 
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get((out / "index.html").as_uri())
-    # a 3 MB page of inline SVG on a busy machine: wait for the load to finish
-    WebDriverWait(browser, 120).until(
-        lambda d: d.execute_script("return document.readyState") == "complete")
-    severe = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-    assert severe == [], severe
+    # no console error, every link resolving inside the site (an anchor or a copied report)
+    found = open_page(browser, out / "index.html")
+    assert any(link.startswith("run-") for link in found["links"])
+    assert {"changes", "cases"} <= set(found["ids"])
     drawn = browser.execute_script("""
         return Array.from(document.querySelectorAll('figure > svg')).map(svg => {
             const box = svg.getBoundingClientRect();
@@ -192,10 +172,11 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
         });""")
     assert len(drawn) == figures > 0
     assert all(f["w"] > 300 and f["h"] > 80 and f["lines"] > 5 for f in drawn), drawn[:3]
-    # every point a link to an existing report of a run
+    # every point a link to an existing report of a run, inside the site
     links = {link for f in drawn for link in f["links"]}
     assert links and all((out / link).resolve().is_file() for link in links), links
-    assert any(link.endswith("report/report.html") for link in links)
+    assert all("/" not in link for link in links)
+    assert any(link.endswith(".html") for link in links)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "history-reference.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
@@ -203,6 +184,9 @@ def test_the_reference_history_renders_in_a_headless_browser(tmp_path: Path,
     browser.execute_script("document.querySelector('h2[id=g0]').scrollIntoView()")
     plots = ARTIFACTS / "history-reference-plots.png"
     assert browser.save_screenshot(str(plots)) and plots.stat().st_size > 10_000
+    # the copied reports open too, their plots drawn
+    for copy in sorted(out.glob("run-*.html")):
+        assert open_page(browser, copy)["imgs"], copy
 
 
 def test_machines_with_one_model_name_but_another_isa_are_apart(tmp_path: Path) -> None:
@@ -224,3 +208,77 @@ def test_cpu_isa_reads_the_flags_that_change_cpu_kernels() -> None:
     assert cpu_isa(x86) == ["sse4_2", "avx", "f16c", "fma", "avx2", "avx512f", "avx512_bf16"]
     assert cpu_isa("Features\t: fp asimd sve\n") == ["asimd", "sve"]
     assert cpu_isa("nothing here\n") is None
+
+
+# ------------------------------------------------------------- issue 36: the site's overview
+
+
+def _commit_runs(folder: Path, medians: list[float], mem: list[float] | None = None
+                 ) -> list[Path]:
+    """One run per median, a day apart, each at its own snnbench commit (c0…)."""
+    rng = np.random.default_rng(7)
+    runs = []
+    for i, median in enumerate(medians):
+        case = timed_case("torch", 64, rng, median_s=median, rel_noise=0.01,
+                          mem_bytes=(mem or [326 * 2**20] * len(medians))[i])
+        runs.append(write_run(folder / f"run{i:02d}", [case], manifest={
+            "created_utc": f"2026-01-{i + 1:02d}T00:00:00Z",
+            "snnbench": {"version": "0.1.0", "git_commit": f"c{i}abcdef0123"}}))
+    return runs
+
+
+def _tick_labels(svg: str, axis: str) -> list[str]:
+    """The tick labels of one axis ("xtick"/"ytick") of a matplotlib SVG (text kept as text)."""
+    chunks = svg.split(f'<g id="{axis}_')[1:]
+    return [m.group(1) for c in chunks if (m := re.search(r"<text[^>]*>([^<]*)</text>", c))]
+
+
+def test_the_site_opens_on_the_changes_and_a_chart_per_case(tmp_path: Path) -> None:
+    # a step up by 1.5x between the third and the fourth run; memory flat at ~326 MiB
+    _commit_runs(tmp_path / "runs", [0.010, 0.0101, 0.0099, 0.015, 0.0151, 0.0149],
+                 mem=[326.0 * 2**20 + i * 1000 for i in range(6)])
+    out = tmp_path / "site"
+    proc = run_cli("history", str(tmp_path / "runs"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "index.html").read_text()
+    # the overview comes first: the changes, then the chart per case
+    assert page.index('id="changes"') < page.index('id="cases"') < page.index('id="machines"')
+    changes = page.split('id="changes"')[1].split('id="cases"')[0]
+    row = next(r for r in changes.split("<tr>") if "<td>step time</td>" in r)
+    assert "×1.5" in row and "slower" in row and "<td>64</td>" in row
+    assert "c2abcde..c3abcde" in row  # the commit range the step lies in
+    doc = json.loads((out / "history.json").read_text())
+    assert any(c["phase"] == "step" and c["commits"] == "c2abcde..c3abcde"
+               for c in doc["changes"])
+    # human names and units, never the column names; tick labels never repeat
+    svgs = ["<svg" + part.split("</svg>")[0] for part in page.split("<svg")[1:]]
+    assert svgs
+    for svg in svgs:
+        ticks = _tick_labels(svg, "ytick")
+        assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+        assert "time_s" not in svg and "peak_mem_bytes" not in svg
+    assert any("peak memory [MiB]" in svg for svg in svgs)
+    assert any("step time [ms]" in svg for svg in svgs)
+
+
+def test_the_site_works_when_published_alone(tmp_path: Path) -> None:
+    _commit_runs(tmp_path / "runs", [0.01, 0.011, 0.0105])
+    # one run with a report: its page is what the points link to
+    assert run_cli("report", str(tmp_path / "runs" / "run01")).returncode == 0
+    out = tmp_path / "site"
+    assert run_cli("history", str(tmp_path / "runs"), "--out", str(out)).returncode == 0
+    published = tmp_path / "elsewhere" / "site"
+    shutil.copytree(out, published)
+    shutil.rmtree(tmp_path / "runs")  # the run folders are not published
+    page = (published / "index.html").read_text()
+    links = set(re.findall(r'(?:xlink:href|href)="([^"#][^"]*)"', page)) - {
+        "http://www.w3.org/1999/xlink"}
+    assert links, "the points link to the runs"
+    for link in links:
+        assert not link.startswith(("..", "/", "http")), link
+        assert (published / link).is_file(), link
+    assert (published / "run-run01.html").read_bytes() == (
+        out / "run-run01.html").read_bytes()
+    assert "snnbench report" in (published / "run-run01.html").read_text()
+    for anchor in re.findall(r'href="#([^"]+)"', page):
+        assert f'id="{anchor}"' in page, anchor

@@ -40,20 +40,22 @@ def test_full_report(tmp_path: Path) -> None:
     written = report(run, tmp_path / "out")
     names = [p.name for p in written]
     assert names == [
+        "at-size.png",
         "phases.png",
+        "speedup.png",
+        "distribution.png",
         "scaling.png",
         "memory.png",
-        "speedup.png",
         "report.md",
         "report.html",
     ]
-    for png in written[:4]:
+    for png in written[:6]:
         assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
 
     md = (tmp_path / "out" / "report.md").read_text()
     assert "NVIDIA H200, driver 550.54, CUDA 12.4" in md
     assert "Cases: 15 ok, 1 error, 1 oom." in md
-    assert "![Speed-up over torch](speedup.png)" in md
+    assert "![Speed-up over torch with 95 % intervals](speedup.png)" in md
     # every non-ok row with status and reason
     assert (
         "| spyx | default | cuda float32 n=256 B=4 T=20 L=1 subtract | error | XlaRuntimeError: x |"
@@ -66,7 +68,7 @@ def test_full_report(tmp_path: Path) -> None:
     assert len(speedups) == 3 and all(2.8 < s < 3.8 for s in speedups)
 
     page = (tmp_path / "out" / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 4
+    assert page.count('src="data:image/png;base64,') == 6
     assert "http://" not in page and "https://" not in page  # self-contained, no network
     assert "XlaRuntimeError: x" in page
 
@@ -81,8 +83,10 @@ def test_single_adapter_single_size(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     run = write_run(tmp_path / "run", [timed_case("torch", 64, rng, median_s=1e-3, mem_bytes=None)])
     written = report(run, tmp_path / "out")
-    # no speed-up plot (torch alone), no memory plot (nothing measured), no crash
-    assert [p.name for p in written] == ["phases.png", "scaling.png", "report.md", "report.html"]
+    # no time-and-memory chart nor speed-up plot (torch alone), no memory plot (nothing
+    # measured), no crash; its samples' spread is drawn
+    assert [p.name for p in written] == ["phases.png", "distribution.png", "scaling.png",
+                                         "report.md", "report.html"]
 
 
 def test_only_failures_still_reports(tmp_path: Path) -> None:
@@ -164,10 +168,7 @@ def test_table_renderers() -> None:
     assert text(t).splitlines() == ["a    b", "---  ---", "x|y  <b>"]
 
 
-def test_log_axis_rule() -> None:
-    assert not plots.wants_log([1.0, 29.0])
-    assert plots.wants_log([1.0, 31.0])
-    assert not plots.wants_log([5.0, float("nan")])
+def test_units() -> None:
     assert plots.time_unit([0.0123]) == (1e3, "ms")
     assert plots.time_unit([2.5e-6]) == (1e6, "µs")
     assert plots.byte_unit([3 * 2**30]) == (2**-30, "GiB")
@@ -307,3 +308,157 @@ def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
     assert marks[("torch", "step", "peak_mem_bytes")] == "same"
     assert marks[("norse", "", "")] == "still_failing"
     assert result.exit_code == 1
+
+
+# ------------------------------------------------ issue 36: plots, headline, trust, targets
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Keep each figure a plot saves (instead of writing it), to look at its axes."""
+    figures: list[object] = []
+
+    def keep(fig: object, out: Path) -> Path:
+        figures.append(fig)
+        return out
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return figures
+
+
+def _speed_run(path: Path, *, floor: bool = True) -> Path:
+    rng = np.random.default_rng(5)
+    speed = {"torch": 1.0, "snntorch": 2.5, "fused": 0.3, "norse": 1.6}
+    if floor:
+        speed["floor"] = 0.1
+    cases = [timed_case(a, n, rng, median_s=1e-3 * f * n / 64, mem_bytes=f * n * 1e5, n=40)
+             for n in (64, 1024) for a, f in speed.items()]
+    return write_run(path, cases)
+
+
+def test_bars_are_linear_sorted_by_speed_and_panels_share_their_axis(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = load_run(_speed_run(tmp_path / "run"))
+    figures = _captured(monkeypatch)
+    rows = run.summary
+    colors = plots.color_map(["torch", "snntorch", "fused", "norse"])
+    for draw in (plots.plot_phase_bars, plots.plot_memory):
+        draw(rows, tmp_path / "x.png", "t", colors)
+    plots.plot_speedup(rows, tmp_path / "s.png", "t", colors, samples=run.samples)
+    plots.plot_distribution(rows, tmp_path / "d.png", "t", colors, samples=run.samples)
+    assert len(figures) == 4
+    for fig in figures:
+        axes = [ax for ax in fig.axes if ax.get_visible()]  # type: ignore[attr-defined]
+        assert len(axes) == 2  # one panel per n
+        assert all(ax.get_xscale() == "linear" for ax in axes)
+        assert axes[0].get_shared_x_axes().joined(axes[0], axes[1])
+        assert axes[0].get_xlim() == axes[1].get_xlim()
+    step, memory, speedup, _ = figures
+
+    def names(ax: object) -> list[str]:
+        return [t.get_text() for t in ax.get_yticklabels()]  # type: ignore[attr-defined]
+
+    # fastest on top, the floor apart (a dashed line, not a library bar)
+    assert names(step.axes[1]) == ["fused", "torch", "norse", "snntorch"]  # type: ignore[attr-defined]
+    assert names(memory.axes[1]) == ["fused", "torch", "norse", "snntorch"]  # type: ignore[attr-defined]
+    assert names(speedup.axes[1])[:2] == ["floor (bound)", "fused"]  # type: ignore[attr-defined]
+    # forward and backward stacked: the backward bar starts where the forward one ends
+    bars = [p for p in step.axes[1].patches if p.get_height() > 0.5]  # type: ignore[attr-defined]
+    fwd, bwd = bars[0], bars[1]
+    assert bwd.get_x() == pytest.approx(fwd.get_x() + fwd.get_width())
+    # speed-ups carry their interval (1 % noise, 40 samples a side: narrow, around 1/0.3)
+    fused = next(t.get_text() for t in speedup.axes[1].texts  # type: ignore[attr-defined]
+                 if t.get_text().startswith("3."))
+    value, low, high = (float(v) for v in re.findall(r"(\S+)× \[(\S+), (\S+)\]", fused)[0])
+    assert low <= value <= high and 0 < high - low < 0.5 and abs(value - 1 / 0.3) < 0.1
+
+
+def test_an_absent_floor_is_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = load_run(_speed_run(tmp_path / "run", floor=False), samples=False).summary
+    figures = _captured(monkeypatch)
+    plots.plot_phase_bars(rows, tmp_path / "p.png", "t", {})
+    plots.plot_scaling(rows, tmp_path / "s.png", "t", {})
+    for fig in figures:
+        texts = [t.get_text() for ax in fig.axes for t in ax.texts]  # type: ignore[attr-defined]
+        assert "floor: not measured in this run" in texts
+    with_floor = load_run(_speed_run(tmp_path / "run2"), samples=False).summary
+    figures.clear()
+    plots.plot_phase_bars(with_floor, tmp_path / "p.png", "t", {})
+    texts = [t.get_text() for ax in figures[0].axes for t in ax.texts]  # type: ignore[attr-defined]
+    assert "floor: not measured in this run" not in texts
+    legend = figures[0].legends[0]  # type: ignore[attr-defined]
+    assert "floor" in [t.get_text() for t in legend.get_texts()]
+    dashed = [line for line in figures[0].axes[1].get_lines()  # type: ignore[attr-defined]
+              if line.get_linestyle() == "--"]
+    assert len(dashed) == 1  # the floor's line in each panel
+
+
+def test_the_chart_at_one_size_has_time_and_memory_side_by_side(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = load_run(_speed_run(tmp_path / "run"), samples=False).summary
+    figures = _captured(monkeypatch)
+    assert plots.plot_at_size(rows, tmp_path / "a.png", "t", {}) is not None
+    time_ax, mem_ax = figures[0].axes[:2]  # type: ignore[attr-defined]
+    assert "n = 1024" in figures[0]._suptitle.get_text()  # type: ignore[attr-defined]
+    assert time_ax.get_xscale() == mem_ax.get_xscale() == "linear"
+    assert time_ax.get_shared_y_axes().joined(time_ax, mem_ax)  # one row per library in both
+    assert time_ax.get_xlim()[0] == 0 and mem_ax.get_xlim()[0] == 0
+
+
+def test_report_leads_with_trust_and_the_fastest_and_ends_with_the_environment(
+        tmp_path: Path) -> None:
+    run = _speed_run(tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["noise"] = {"noisy": True, "reasons": ["other processes keep 1.5 cores busy"]}
+    manifest["settings"] = {"threads": 2, "seeds": [0], "thread_env": {"OMP_NUM_THREADS": "2"}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    # one step time planted noisy
+    summary = pd.read_parquet(run / "summary.parquet")
+    noisy = ((summary["adapter"] == "norse") & (summary["phase"] == "step")
+             & (summary["metric"] == "time_s") & (summary["neurons"] == 64))
+    summary.loc[noisy, "warning"] = "noisy: IQR is 30% of the median"
+    summary.to_parquet(run / "summary.parquet", index=False)
+    (run / "summary.csv").unlink()
+    md = next(p for p in report(run, tmp_path / "out") if p.name == "report.md").read_text()
+    order = [md.index(h) for h in ("## How far to trust", "## Fastest at each n",
+                                   "## cpu, float32", "## Timing", "## Environment")]
+    assert order == sorted(order)
+    trust = md.split("## Fastest")[0]
+    assert "Noisy run" in trust and "other processes keep 1.5 cores busy" in trust
+    assert "1 of 10 step times are noisy" in trust
+    # the headline: fused at each n, with intervals, against the runner-up and torch
+    head = md.split("## Fastest at each n")[1].split("\n## ")[0]
+    rows = [line for line in head.splitlines() if line.startswith("| 64 ") or
+            line.startswith("| 1024 ")]
+    assert len(rows) == 2 and all("| fused |" in r for r in rows)
+    assert all(re.search(r"\d\.\d\d× \[\d+\.\d\d, \d+\.\d\d\] faster than torch", r)
+               for r in rows), rows
+    # the noisy row is marked where it is shown
+    pivot = md.split("## cpu, float32")[1].split("## Timing")[0]
+    norse = next(line for line in pivot.splitlines() if line.startswith("| norse |"))
+    assert norse.split("|")[2].strip().endswith("noisy")
+    # no Python structure in a cell
+    assert "{'" not in md and "['" not in md
+    assert "| settings: thread_env | OMP_NUM_THREADS=2 |" in md
+    assert "seeds=0" in md
+
+
+def test_a_quiet_run_and_a_run_without_samples_say_so(tmp_path: Path) -> None:
+    run = _speed_run(tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["noise"] = {"noisy": False, "reasons": []}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / schema.SAMPLES_PARQUET).unlink()
+    written = report(run, tmp_path / "out")
+    assert "distribution.png" not in {p.name for p in written}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "showed no sign of noise" in md and "ratios come without intervals" in md
+    assert "faster than torch" in md and "× [" not in md
+
+
+def test_damaged_raw_samples_leave_a_report_without_intervals(tmp_path: Path) -> None:
+    run = _speed_run(tmp_path / "run")
+    (run / schema.SAMPLES_PARQUET).write_bytes(b"not a parquet file")
+    written = report(run, tmp_path / "out")
+    assert "distribution.png" not in {p.name for p in written}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "The raw samples could not be read" in md and "× [" not in md

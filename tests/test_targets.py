@@ -10,6 +10,7 @@ import pytest
 from snnbench.report import report
 from snnbench.rundir import load_run
 from snnbench.targets import TargetCheck, check_fused_targets
+from tests.conftest import run_cli
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "cpu-default"
@@ -95,9 +96,17 @@ def test_report_lists_the_targets(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     cases = [timed_case(a, 1024, rng, median_s=s, device="cuda", rel_noise=0.0)
              for a, s in (("fused", 1e-3), ("floor", 2e-4), ("torch", 9e-3))]
-    report(write_run(tmp_path / "run", cases), tmp_path / "out")
+    run = write_run(tmp_path / "run", cases)
+    # a user's report does not grade snnbench's own kernel: the section is opt-in
+    report(run, tmp_path / "plain")
+    assert "against its targets" not in (tmp_path / "plain" / "report.md").read_text()
+    assert "against its targets" not in (tmp_path / "plain" / "report.html").read_text()
+    proc = run_cli("report", str(run), "--out", str(tmp_path / "out"), "--targets")
+    assert proc.returncode == 0, proc.stderr
     md = (tmp_path / "out" / "report.md").read_text()
     assert "## Fused backend against its targets" in md
+    # after the results and the environment: a developer's appendix
+    assert md.index("## Environment") < md.index("## Fused backend against its targets")
     assert "| 1024 | step ≤ 2× floor | 5 | MISSED | fused 1 ms vs floor 0.2 ms |" in md
     html = (tmp_path / "out" / "report.html").read_text()
     assert "Fused backend against its targets" in html and "MISSED" in html
