@@ -25,10 +25,10 @@ from snnbench.adapter import Adapter, Capabilities
 from snnbench.reference import (
     ReferenceResult,
     round_to_dtype as round_to_dtype,  # re-exported: it lived here
-    run_reference,
 )
 from snnbench.sampling import VERIFY_TIME_STEPS as VERIFY_TIME_STEPS  # re-exported: it lived here
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
+from snnbench.workload import LinearLif
 
 #: an adapter declaring exact dynamics must agree on at least this fraction of spikes, by
 #: :func:`tolerance_key` (the dtype, or the AMP mode: its state is float32 and a GEMM's summation
@@ -97,18 +97,9 @@ def tolerance_key(spec: NetworkSpec) -> str:
 
 
 def reference_for(data: CaseData) -> ReferenceResult:
-    """The reference result for ``data``, with inputs and parameters rounded to the spec dtype
-    (AMP, whose dtype is float32, is emulated inside :func:`run_reference`)."""
-    dtype = data.spec.dtype
-    if dtype == "float32":
-        return run_reference(data)
-    rounded = CaseData(
-        inputs=round_to_dtype(data.inputs, dtype),
-        weights=tuple(round_to_dtype(w, dtype) for w in data.weights),
-        biases=tuple(round_to_dtype(b, dtype) for b in data.biases),
-        spec=data.spec,
-    )
-    return run_reference(rounded)
+    """The reference result for ``data`` (the Linear+LIF workload's own,
+    :meth:`~snnbench.workload.LinearLif.reference`)."""
+    return LinearLif(data.spec).reference(data)
 
 
 def _cosine(a: FloatArray, b: FloatArray, both_zero: float = math.nan) -> float:
