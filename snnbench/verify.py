@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.adapter import Adapter, Capabilities
+from snnbench import adapter as v1, plugin as v2
+from snnbench.adapter_shim import AnyAdapter, as_v2
 from snnbench.reference import (
     ReferenceResult,
     round_to_dtype as round_to_dtype,  # re-exported: it lived here
@@ -67,7 +68,7 @@ class Equivalence:
         mode: :func:`tolerance_key`)."""
         return self.spike_match >= MIN_SPIKE_MATCH[key]
 
-    def unproven(self, capabilities: Capabilities) -> str:
+    def unproven(self, capabilities: v1.Capabilities | v2.Capabilities) -> str:
         """Why this comparison shows nothing of what the adapter declares ("" when it shows
         something): it changed the arrays it was given, or both sides are silent.
 
@@ -170,7 +171,7 @@ def verification_spec(spec: NetworkSpec, time_steps: int = VERIFY_TIME_STEPS) ->
 
 
 def check_adapter(
-    adapter: Adapter, variant: str, spec: NetworkSpec, device: str
+    adapter: AnyAdapter, variant: str, spec: NetworkSpec, device: str
 ) -> tuple[Equivalence, dict[str, FloatArray]]:
     """Run ``adapter`` once on ``spec`` and compare with the reference.
 
@@ -181,17 +182,19 @@ def check_adapter(
     # and a change shows that it computed another network (:meth:`Equivalence.unproven`)
     given = CaseData(inputs=data.inputs.copy(), weights=tuple(w.copy() for w in data.weights),
                      biases=tuple(b.copy() for b in data.biases), spec=spec)
-    model = adapter.build(spec, given, device, variant)
+    workload = LinearLif(spec)
+    # the plugin API v2 (a v1 adapter through the shim): gradients by parameter name
+    model = as_v2(adapter).build(workload, given, device, variant)
     try:
         model.zero_grad()
         handle = model.forward()
         model.backward(handle)
         model.synchronize()
         spikes = np.asarray(model.spikes(handle), dtype=np.float32)
-        grad_w, grad_b = model.gradients()
+        grad_w, grad_b = workload.gradients_in_order(model.gradients())
     finally:
         model.close()
-    reference = reference_for(data)
+    reference = workload.reference(data)
     equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
                           changed=_changed(data, given))
     arrays: dict[str, FloatArray] = {
