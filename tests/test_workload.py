@@ -118,3 +118,34 @@ def test_knobs_say_what_the_old_capabilities_said(change: dict[str, object]) -> 
     old = Capabilities(devices=("cpu",), **narrow).reason_unsupported(spec, "cpu")  # type: ignore[arg-type]
     assert old is not None
     assert LinearLifKnobs(**narrow).reason_unsupported(LinearLif(spec)) == old  # type: ignore[arg-type]
+
+
+def test_a_case_is_said_in_one_place_the_workloads_words() -> None:
+    from snnbench import schema
+
+    row = {"device": "cpu", "dtype": "float32", "neurons": 64.0, "batch_size": 4,
+           "time_steps": np.int64(20), "layers": 1, "reset": "subtract", "network": ""}
+    assert LinearLif.row_label(row) == "cpu float32 n=64 B=4 T=20 L=1 subtract"
+    assert schema.case_text(row) == "cpu float32 n=64 B=4 T=20 L=1 subtract"
+    assert schema.case_text({**row, "network": "amp-bf16"}) == (
+        "cpu float32 n=64 B=4 T=20 L=1 subtract · amp-bf16")
+    assert LinearLif.row_label(row, ["neurons", "reset"]) == "n=64 subtract"
+    assert LinearLif.row_label({**row, "dtype": ""}, ["dtype", "neurons"]) == "n=64"
+    assert schema.group_title(pd.Series(row)) == (
+        "cpu, float32, B=4, T=20, layers=1, reset=subtract")
+    # the spec's own label, for a case not yet in a table
+    assert LinearLif(NetworkSpec(neurons=64, batch_size=4, time_steps=20)).label == (
+        "n=64 B=4 T=20 L=1 float32 subtract")
+
+
+def test_a_compared_pair_names_its_network() -> None:
+    # two networks of one size are two cases in compare's words too
+    from snnbench.schema import CASE_KEY
+    from snnbench.verdict import Pair
+
+    case = {"adapter": "torch", "variant": "default", "device": "cpu", "dtype": "float32",
+            "neurons": 64, "batch_size": 4, "time_steps": 20, "layers": 1,
+            "reset": "subtract", "environment": "", "network": "amp-bf16", "case_id": "x"}
+    pair = Pair(key=tuple(case[k] for k in CASE_KEY), phase="step", metric="time_s",
+                mark="unchanged")
+    assert pair.case_text == "cpu float32 n=64 B=4 T=20 L=1 subtract · amp-bf16"

@@ -8,6 +8,7 @@ from snnbench.workload.base import (
     WorkloadError,
     kinds,
     register,
+    row_workload_class,
     workload_class,
     workload_from_dict,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "WorkloadError",
     "kinds",
     "register",
+    "row_workload_class",
     "workload_class",
     "workload_from_dict",
 ]

@@ -16,8 +16,10 @@ is ``linear-lif`` (:data:`DEFAULT_KIND`).
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from numbers import Integral
 from typing import Any, ClassVar
 
 from snnbench.errors import UserError, shown
@@ -46,6 +48,12 @@ class Workload(ABC):
     size_param: ClassVar[str] = ""
     #: the parameters shown as table columns, in their order
     columns: ClassVar[tuple[str, ...]] = ()
+    #: how a case reads in words, from its table row: (column, format) in order, joined by
+    #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
+    label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: how a group of cases that differ only in :attr:`size_param` reads (:meth:`group_label`),
+    #: joined by ", "
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     @property
     @abstractmethod
@@ -81,6 +89,19 @@ class Workload(ABC):
         """Dense operations of one forward pass over the whole case (every time step and
         sample): the size by which a sweep orders and weighs its cases."""
 
+    @classmethod
+    def row_label(cls, row: Any, columns: Iterable[str] | None = None) -> str:
+        """The case of a table row (a mapping, or a pandas row) in words, e.g. ``cpu float32
+        n=64 B=4 T=20 L=1 subtract``: every part of :attr:`label_parts`, or those of
+        ``columns`` only; a column the row lacks or leaves empty is left out."""
+        return " ".join(_parts(row, cls.label_parts, columns))
+
+    @classmethod
+    def group_label(cls, row: Any) -> str:
+        """The group of cases of ``row`` bar their size, e.g. ``cpu, float32, B=16, T=100,
+        layers=1, reset=zero``."""
+        return ", ".join(_parts(row, cls.group_parts, None))
+
     @property
     def size(self) -> Any:
         """The value of :attr:`size_param`."""
@@ -89,6 +110,36 @@ class Workload(ABC):
     def to_dict(self) -> dict[str, Any]:
         """``{"kind": ..., **params}``: the tagged form a job or a record could hold whole."""
         return {"kind": self.kind, **self.params()}
+
+
+def _value_text(value: Any) -> str:
+    """A table cell as a label shows it: ``64`` for 64.0, "" for a missing value."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return str(int(value))
+    return str(value)
+
+
+def _parts(row: Any, parts: tuple[tuple[str, str], ...],
+           columns: Iterable[str] | None) -> list[str]:
+    wanted = None if columns is None else set(columns)
+    out = []
+    for column, fmt in parts:
+        if wanted is not None and column not in wanted:
+            continue
+        try:
+            value = row[column]
+        except (KeyError, IndexError):
+            continue
+        text = _value_text(value)
+        if text:
+            out.append(fmt.format(text))
+    return out
 
 
 class Knobs(ABC):
@@ -126,6 +177,16 @@ def workload_class(kind: str) -> type[Workload]:
     except (KeyError, TypeError):
         raise WorkloadError(f"unknown workload kind {shown(kind)} "
                             f"(known: {', '.join(_KINDS)})") from None
+
+
+def row_workload_class(row: Any) -> type[Workload]:
+    """The workload class of a table row: its ``kind`` column, else :data:`DEFAULT_KIND`
+    (tables written before kinds existed have no such column)."""
+    try:
+        kind = row["kind"]
+    except (KeyError, IndexError):
+        kind = None
+    return workload_class(kind if isinstance(kind, str) and kind else DEFAULT_KIND)
 
 
 def workload_from_dict(params: Mapping[str, Any], kind: str | None = None) -> Workload:

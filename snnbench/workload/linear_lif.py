@@ -59,6 +59,14 @@ class LinearLif(Workload):
     version: ClassVar[int] = 1
     size_param: ClassVar[str] = "neurons"
     columns: ClassVar[tuple[str, ...]] = (*SIZE_COLUMNS, *NETWORK_COLUMNS)
+    label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
+    )
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
+        ("layers", "layers={}"), ("reset", "reset={}"),
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.spec, NetworkSpec):
@@ -76,22 +84,6 @@ class LinearLif(Workload):
         """``n=512 B=16 T=500 L=1 float32 subtract`` (the matmul precision appended when it is
         not ``strict``)."""
         return self.spec.label
-
-    @staticmethod
-    def row_label(row: Any) -> str:
-        """The case of a table row, with its device: ``cpu float32 n=64 B=4 T=20 L=1
-        subtract`` (what a table, a plot and a history series call it)."""
-        return (f"{row['device']} {row['dtype']} n={int(row['neurons'])} "
-                f"B={int(row['batch_size'])} T={int(row['time_steps'])} "
-                f"L={int(row['layers'])} {row['reset']}")
-
-    @staticmethod
-    def group_label(row: Any) -> str:
-        """A group of rows of one size block bar ``neurons``: ``cpu, float32, B=16, T=100,
-        layers=1, reset=zero``."""
-        return (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
-                f"T={int(row['time_steps'])}, layers={int(row['layers'])}, "
-                f"reset={row['reset']}")
 
     def params(self) -> dict[str, Any]:
         """Every field of the spec (the ``spec`` of a job and a record)."""
