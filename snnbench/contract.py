@@ -4,7 +4,7 @@
 Both cross a process boundary (and, with the cluster executors, a machine boundary), so both
 are typed, versioned dataclasses that are built in one place and serialised only here:
 
-* a :class:`Job` is made by :func:`snnbench.runner.make_job` and written by
+* a :class:`Job` is made by :func:`snnbench.planning.jobs.make_job` and written by
   :meth:`Job.write`; the worker reads it with :meth:`Job.read`;
 * a :class:`CaseRecord` is started by :meth:`CaseRecord.for_job` (in the worker, or in the parent
   when no worker ran: a statically skipped case, a broken plugin, a worker that died), written

@@ -21,8 +21,8 @@ from snnbench.contract import (
 )
 from snnbench.errors import UserError
 from snnbench.reference import run_reference
-from snnbench.runner import start_run
 from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.sweep.run import start_run
 from snnbench.synops import firing_rate
 from snnbench.timing import MeasureSettings
 from snnbench.worker import run_job

@@ -14,13 +14,15 @@ from snnbench.compare import compare
 from snnbench.config import ConfigError, RunConfig
 from snnbench.contract import CaseRecord
 from snnbench.overhead import harness_overhead
+from snnbench.planning.jobs import plan_jobs
+from snnbench.planning.tasks import plan_tasks
 from snnbench.registry import discover
 from snnbench.report import overhead_lines, summary_table
 from snnbench.rundir import load_run
-from snnbench.runner import plan_jobs, plan_tasks, start_run
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.stats import replicate_spread, within_spread
 from snnbench.storage import samples_frame, summary_frame
+from snnbench.sweep.run import start_run
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import timed_case, write_run
 
@@ -279,7 +281,7 @@ def test_compare_never_gates_on_the_probe(tmp_path: Path) -> None:
 
 
 def test_null_is_listed_but_not_in_a_sweeps_all() -> None:
-    from snnbench.runner import select_adapters
+    from snnbench.planning.selection import select_adapters
 
     entries = discover()
     assert entries["null"].adapter_class is NullAdapter
