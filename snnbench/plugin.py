@@ -23,13 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from snnbench.adapter import (
-    AdapterUnavailable as AdapterUnavailable,
-    CaseSkipped as CaseSkipped,
-    Framework,
-    distribution_version,
-    import_or_unavailable,
-)
+from snnbench.adapter import Framework, distribution_version, import_or_unavailable
 from snnbench.spec import FloatArray
 from snnbench.workload import Knobs, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF

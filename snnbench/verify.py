@@ -23,11 +23,8 @@ import numpy as np
 
 from snnbench import adapter as v1, plugin as v2
 from snnbench.adapter_shim import AnyAdapter, as_v2
-from snnbench.reference import (
-    ReferenceResult,
-    round_to_dtype as round_to_dtype,  # re-exported: it lived here
-)
-from snnbench.sampling import VERIFY_TIME_STEPS as VERIFY_TIME_STEPS  # re-exported: it lived here
+from snnbench.reference import ReferenceResult
+from snnbench.sampling import VERIFY_TIME_STEPS
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
 from snnbench.workload import LinearLif
 
