@@ -44,7 +44,7 @@ from snnbench.validation import (
     dump,
     validate,
 )
-from snnbench.workload import DEFAULT_KIND, Workload, WorkloadError, kinds, workload_from_dict
+from snnbench.workload import DEFAULT_KIND, Workload, WorkloadError, kinds, workload_class
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -93,7 +93,7 @@ def _kind(value: Any) -> str:
 def workload_of(kind: str, spec: NetworkSpec) -> Workload:
     """The workload a job or a record carries: its ``spec`` read as its ``kind``."""
     try:
-        return workload_from_dict(spec.to_dict(), kind)
+        return workload_class(kind).from_stored(spec)
     except WorkloadError as exc:
         raise ContractError(str(exc)) from exc
 

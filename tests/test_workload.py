@@ -149,3 +149,9 @@ def test_a_compared_pair_names_its_network() -> None:
     pair = Pair(key=tuple(case[k] for k in CASE_KEY), phase="step", metric="time_s",
                 mark="unchanged")
     assert pair.case_text == "cpu float32 n=64 B=4 T=20 L=1 subtract · amp-bf16"
+
+
+def test_a_stored_spec_is_wrapped_as_it_is() -> None:
+    spec = NetworkSpec(neurons=8)
+    assert LinearLif.from_stored(spec).spec is spec
+    assert LinearLif.from_stored(spec.to_dict()) == LinearLif(spec)

@@ -74,6 +74,12 @@ class Workload(ABC):
     def from_params(cls, params: Mapping[str, Any]) -> Workload:
         """Inverse of :meth:`params`; impossible values raise a :class:`UserError`."""
 
+    @classmethod
+    def from_stored(cls, stored: Any) -> Workload:
+        """The workload of the parameters object a job or a record holds (already checked
+        when it was read): by default through :meth:`from_params` of its ``to_dict()``."""
+        return cls.from_params(stored.to_dict())
+
     @abstractmethod
     def make_data(self) -> Any:
         """The case's data (parameters, inputs), generated from its seed: identical for every

@@ -94,6 +94,11 @@ class LinearLif(Workload):
         """The workload of a spec's fields (:meth:`NetworkSpec.from_dict`'s checks)."""
         return cls(NetworkSpec.from_dict(params))
 
+    @classmethod
+    def from_stored(cls, stored: Any) -> LinearLif:
+        """A job's or a record's spec, wrapped as it is (it was checked when it was built)."""
+        return cls(stored) if isinstance(stored, NetworkSpec) else cls.from_params(stored)
+
     # -- what it computes ------------------------------------------------------------------
     def make_data(self) -> CaseData:
         """Weights, biases and input from the seed (:func:`make_case_data`)."""
