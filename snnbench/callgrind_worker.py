@@ -17,11 +17,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from snnbench.adapter import Model
 from snnbench.callgrind import CALLS, WARMUP_ROUNDS
 from snnbench.contract import Job
+from snnbench.plugin import Model
 from snnbench.registry import get_entry
-from snnbench.spec import make_case_data
 from snnbench.worker import apply_framework_settings
 
 
@@ -67,7 +66,8 @@ def count(job: Job) -> None:
     adapter = get_entry(job.adapter).create()
     adapter.check_variant(job.variant, job.device)
     apply_framework_settings(adapter.framework, job.spec, 1)
-    model = adapter.build(job.spec, make_case_data(job.spec), job.device, job.variant)
+    workload = job.workload
+    model = adapter.build(workload, workload.make_data(), job.device, job.variant)
     try:
         def nothing() -> None:
             pass

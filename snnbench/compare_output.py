@@ -22,6 +22,7 @@ from snnbench.render import Footnotes, Table
 from snnbench.render.formats import markdown
 from snnbench.render.terminal import Look, to_rich as table_to_rich
 from snnbench.verdict import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
+from snnbench.workload import row_workload_class
 
 OutputFormat = Literal["text", "md", "json"]
 #: marks left out of the terminal view unless asked, and folded away in Markdown
@@ -66,24 +67,28 @@ def _test_text(p: Pair) -> str:
     return p.test or ""
 
 
-_CASE_FIELDS: tuple[tuple[str, str], ...] = (
-    ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
-    ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
-    # the network fields either side varies (amp-bf16, surrogate=atan...; "" when none does)
-    ("network", "· {}"),
-)
+def _case_fields(pairs: Iterable[Pair] = ()) -> list[str]:
+    """The columns a case is said in, in order: its workload's label parts (the first pair's
+    kind; Linear+LIF for none), then the network fields either side varies (``network``:
+    amp-bf16, surrogate=atan...; "" when none does)."""
+    first = next(iter(pairs), None)
+    cls = row_workload_class(first.case if first is not None else {})
+    return [column for column, _ in cls.label_parts] + ["network"]
 
 
 def _varying(pairs: list[Pair]) -> list[str]:
-    """Case fields (adapter and variant aside) that differ between ``pairs``; n always."""
-    return [f for f, _ in _CASE_FIELDS
-            if f == "neurons" or len({p.case[f] for p in pairs}) > 1]
+    """Case fields (adapter and variant aside) that differ between ``pairs``; the size
+    (n) always."""
+    size = row_workload_class(pairs[0].case if pairs else {}).size_param
+    return [f for f in _case_fields(pairs)
+            if f == size or len({p.case.get(f, "") for p in pairs}) > 1]
 
 
 def _case_of(p: Pair, fields: Iterable[str]) -> str:
     wanted = set(fields)
-    return " ".join(fmt.format(p.case[f]) for f, fmt in _CASE_FIELDS
-                    if f in wanted and p.case.get(f, "") != "")
+    text = row_workload_class(p.case).row_label(p.case, wanted)
+    network = p.case.get("network", "") if "network" in wanted else ""
+    return f"{text} · {network}" if network else text
 
 
 def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> Table:
@@ -91,7 +96,8 @@ def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> T
 
     ``fields`` limits the case column to those case fields (default: all of them).
     """
-    shown = list(fields) if fields is not None else [f for f, _ in _CASE_FIELDS]
+    pairs = list(pairs)
+    shown = list(fields) if fields is not None else _case_fields(pairs)
     rows = []
     for p in _by_mark(pairs):
         what = f"{p.phase}/{p.metric}" if p.metric else "case status"
@@ -315,7 +321,7 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     if shown:
         # fields equal on every shown row go into one line above the table: narrow terminals
         varying = _varying(shown)
-        constant = [f for f, _ in _CASE_FIELDS if f not in varying]
+        constant = [f for f in _case_fields(shown) if f not in varying]
         if constant:
             parts.append(Text("cases: " + _case_of(shown[0], constant), style="dim"))
         table = terminal_pairs_table(shown, varying)

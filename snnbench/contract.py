@@ -4,7 +4,7 @@
 Both cross a process boundary (and, with the cluster executors, a machine boundary), so both
 are typed, versioned dataclasses that are built in one place and serialised only here:
 
-* a :class:`Job` is made by :func:`snnbench.runner.make_job` and written by
+* a :class:`Job` is made by :func:`snnbench.planning.jobs.make_job` and written by
   :meth:`Job.write`; the worker reads it with :meth:`Job.read`;
 * a :class:`CaseRecord` is started by :meth:`CaseRecord.for_job` (in the worker, or in the parent
   when no worker ran: a statically skipped case, a broken plugin, a worker that died), written
@@ -44,11 +44,15 @@ from snnbench.validation import (
     dump,
     validate,
 )
+from snnbench.workload import DEFAULT_KIND, Workload, WorkloadError, kinds, workload_class
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
-#: bump when a CaseRecord field changes meaning or disappears
-RECORD_SCHEMA = 1
+#: bump when a CaseRecord field changes meaning or disappears. 2: the record names its
+#: workload's ``kind`` beside its parameters (``spec``)
+RECORD_SCHEMA = 2
+#: the record schemas this code reads: a schema-1 record names no kind and is ``linear-lif``
+READABLE_RECORD_SCHEMAS: tuple[int, ...] = (1, 2)
 
 JobMode = Literal["run", "verify"]
 JOB_MODES: tuple[str, ...] = get_args(JobMode)
@@ -80,10 +84,26 @@ def _spec(value: Any) -> NetworkSpec:
     return value if isinstance(value, NetworkSpec) else NetworkSpec.from_dict(value)
 
 
+def _kind(value: Any) -> str:
+    if value not in kinds():
+        raise ValueError(f"unknown workload kind {value!r} (known: {', '.join(kinds())})")
+    return str(value)
+
+
+def workload_of(kind: str, spec: NetworkSpec) -> Workload:
+    """The workload a job or a record carries: its ``spec`` read as its ``kind``."""
+    try:
+        return workload_class(kind).from_stored(spec)
+    except WorkloadError as exc:
+        raise ContractError(str(exc)) from exc
+
+
 #: a tuple in memory, a JSON list on disk
 Names = Annotated[tuple[str, ...], PlainSerializer(list)]
 #: the spec goes through the plugin API's own checks (:meth:`NetworkSpec.from_dict`)
 Spec = Annotated[NetworkSpec, PlainValidator(_spec), PlainSerializer(NetworkSpec.to_dict)]
+#: a registered workload kind (:func:`snnbench.workload.kinds`); absent on disk: ``linear-lif``
+Kind = Annotated[str, AfterValidator(_kind), _or(DEFAULT_KIND)]
 #: a sorted tuple of pairs in memory, a JSON object on disk
 EnvVars = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env_pairs),
                     PlainSerializer(dict)]
@@ -223,6 +243,7 @@ class Job:
     adapter: str
     variant: str
     device: str
+    #: the workload's parameters (for ``linear-lif``, the network spec)
     spec: Spec
     #: where the worker writes its record; set by the executor (:meth:`with_result_in`)
     result_path: str = ""
@@ -253,12 +274,19 @@ class Job:
     placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
     #: which fresh process of the case this is (``--replicates``), 0 for the first
     replicate: int = 0
+    #: the workload kind ``spec`` belongs to (:mod:`snnbench.workload`)
+    kind: Kind = DEFAULT_KIND
     schema: int = JOB_SCHEMA
 
     def __post_init__(self) -> None:
         if self.mode not in JOB_MODES:
             raise ContractError(f"job mode must be one of {', '.join(JOB_MODES)}, "
                                 f"got {self.mode!r}")
+
+    @property
+    def workload(self) -> Workload:
+        """What the case computes: :attr:`spec` as a workload of :attr:`kind`."""
+        return workload_of(self.kind, self.spec)
 
     @property
     def key(self) -> str:
@@ -327,16 +355,18 @@ def _record_header(data: Any, source: str) -> dict[str, Any]:
     (the case_id is checked against the spec once that is read)."""
     if not isinstance(data, dict):
         raise ContractError(f"{source} is not a case record: not a JSON object")
-    if data.get("schema", RECORD_SCHEMA) != RECORD_SCHEMA:
+    if data.get("schema", RECORD_SCHEMA) not in READABLE_RECORD_SCHEMAS:
         raise ContractError(f"{source} has record schema {data.get('schema')!r}; this "
-                            f"snnbench reads {RECORD_SCHEMA}")
+                            f"snnbench reads {', '.join(map(str, READABLE_RECORD_SCHEMAS))}")
     missing = [k for k in ("adapter", "variant", "device", "spec", "status") if k not in data]
     if missing:
         raise ContractError(f"{source} is not a case record: it lacks "
                             f"{', '.join(repr(m) for m in missing)}")
     if data["status"] not in STATUSES:
         raise ContractError(f"{source} has an unknown status {data['status']!r}")
-    return {k: v for k, v in data.items() if k != "case_id"}
+    # an older schema is read as this one (schema 1 named no kind: linear-lif), so a record
+    # read and written again is written whole in today's form
+    return {k: v for k, v in data.items() if k not in ("case_id", "schema")}
 
 
 @dataclass
@@ -389,6 +419,8 @@ class CaseRecord:
     placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
     replicate: Count = 0
     traceback: Text = ""
+    #: the workload kind ``spec`` belongs to; a schema-1 record has none: ``linear-lif``
+    kind: Kind = DEFAULT_KIND
     schema: int = RECORD_SCHEMA
 
     @classmethod
@@ -403,12 +435,18 @@ class CaseRecord:
             status=status, message=message, library=library,
             allow_mismatch=job.allow_mismatch, order=job.order,
             environment=job.environment, placement=placement, replicate=job.replicate,
+            kind=job.kind,
         )
 
     @property
+    def workload(self) -> Workload:
+        """What the case computed: :attr:`spec` as a workload of :attr:`kind`."""
+        return workload_of(self.kind, self.spec)
+
+    @property
     def case_id(self) -> str:
-        """The spec hash: equal for rows of the same case."""
-        return self.spec.case_id
+        """The workload's identity (the spec hash): equal for rows of the same case."""
+        return self.workload.case_id
 
     @property
     def key(self) -> str:

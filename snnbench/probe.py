@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
-from snnbench.adapter import Adapter, AdapterUnavailable
+from snnbench.adapter import AdapterUnavailable
+from snnbench.plugin import Adapter
 from snnbench.registry import get_entry
 
 MARKER = "SNNBENCH-PROBE "
@@ -29,7 +29,7 @@ def probe(name: str) -> dict[str, Any]:
         result["framework"] = adapter.framework
         result["description"] = adapter.description
         result["capabilities"] = {
-            v: asdict(adapter.capabilities(v)) for v in adapter.variants
+            v: adapter.capabilities(v).to_dict() for v in adapter.variants
         }
         result["version"] = adapter.version()
         unusable = _variants_unusable_here(adapter)

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from snnbench.adapter import Adapter, AdapterUnavailable
+from snnbench.adapter_shim import AdapterClass, as_v2
+from snnbench.plugin import Adapter as AdapterV2
 
 ENTRY_POINT_GROUP = "snnbench.adapters"
 #: seconds a third-party plugin's module may take to import in this process before its
@@ -36,7 +38,7 @@ class AdapterEntry:
     never the command hung, and one that prints never corrupts a command's output.
     """
 
-    def __init__(self, name: str, target: str, adapter_class: type[Adapter] | None = None,
+    def __init__(self, name: str, target: str, adapter_class: AdapterClass | None = None,
                  error: str = "", distribution: str = "", *,
                  entry_point: importlib.metadata.EntryPoint | None = None,
                  timeout_s: float | None = IMPORT_TIMEOUT_S) -> None:
@@ -47,11 +49,11 @@ class AdapterEntry:
         self.distribution = distribution
         self._entry_point = entry_point
         self._timeout_s = timeout_s
-        self._loaded: tuple[type[Adapter] | None, str] | None = (
+        self._loaded: tuple[AdapterClass | None, str] | None = (
             None if entry_point is not None else (adapter_class, error))
         self._lock = threading.Lock()
 
-    def _resolve(self) -> tuple[type[Adapter] | None, str]:
+    def _resolve(self) -> tuple[AdapterClass | None, str]:
         with self._lock:
             if self._loaded is None:
                 assert self._entry_point is not None
@@ -59,7 +61,7 @@ class AdapterEntry:
             return self._loaded
 
     @property
-    def adapter_class(self) -> type[Adapter] | None:
+    def adapter_class(self) -> AdapterClass | None:
         """The adapter class (imported now if not yet), None when it could not be loaded."""
         return self._resolve()[0]
 
@@ -68,12 +70,15 @@ class AdapterEntry:
         """Why the adapter could not be loaded ("" when it was)."""
         return self._resolve()[1]
 
-    def create(self) -> Adapter:
-        """An adapter instance, or :class:`AdapterUnavailable` with the load error."""
+    def create(self) -> AdapterV2:
+        """An adapter instance as the plugin API v2 (:mod:`snnbench.plugin`) the harness
+        speaks: a plugin written against v1 comes through the shim
+        (:func:`snnbench.adapter_shim.as_v2`); else :class:`AdapterUnavailable` with the load
+        error."""
         cls, error = self._resolve()
         if cls is None:
             raise AdapterUnavailable(error)
-        return cls()
+        return as_v2(cls())
 
     def __repr__(self) -> str:
         return f"AdapterEntry({self.name!r}, {self.target!r})"
@@ -149,7 +154,7 @@ def _import_module(module: str, timeout_s: float) -> str:
 
 
 def _load(ep: importlib.metadata.EntryPoint,
-          timeout_s: float | None = IMPORT_TIMEOUT_S) -> tuple[type[Adapter] | None, str]:
+          timeout_s: float | None = IMPORT_TIMEOUT_S) -> tuple[AdapterClass | None, str]:
     """The adapter class of ``ep`` or why not; ``timeout_s`` None imports a third-party
     module in this thread, unguarded (a worker or a probe: its parent's limit guards it)."""
     guarded = timeout_s is not None and not shipped(ep.module)
@@ -164,7 +169,8 @@ def _load(ep: importlib.metadata.EntryPoint,
             obj = ep.load()
     except Exception as exc:  # a broken plugin is a row in `list`, never a crash
         return None, f"plugin failed to load: {exc!r}"
-    if not (isinstance(obj, type) and issubclass(obj, Adapter)):
+    # an adapter of the plugin API v2 (snnbench.api) or v1 (snnbench.adapter)
+    if not (isinstance(obj, type) and issubclass(obj, Adapter | AdapterV2)):
         return None, f"plugin {ep.value} is not an snnbench Adapter subclass"
     if obj.name and obj.name != ep.name:
         return None, (f"plugin {ep.value} declares name {obj.name!r} but is registered as "

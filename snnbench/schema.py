@@ -12,6 +12,7 @@ from typing import Any, Final, Literal, get_args
 
 from snnbench.metrics import UNITS
 from snnbench.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
+from snnbench.workload import row_workload_class
 
 SCHEMA_VERSION: Final = 1
 
@@ -289,9 +290,9 @@ def network_text(row: Any, fields: Sequence[str]) -> str:
 def case_text(row: Any) -> str:
     """The case without the adapter: ``cpu float32 n=64 B=4 T=20 L=1 subtract``, with the
     network column when the run varies more than the size (``... subtract · amp-bf16``).
-    Every table, plot and history series names a case with it."""
-    text = (f"{row['device']} {row['dtype']} n={int(row['neurons'])} B={int(row['batch_size'])} "
-            f"T={int(row['time_steps'])} L={int(row['layers'])} {row['reset']}")
+    Every table, plot and history series names a case with it; the words are the workload's
+    (:meth:`~snnbench.workload.Workload.row_label`)."""
+    text = row_workload_class(row).row_label(row)
     network = _network_of(row)
     return f"{text} · {network}" if network else text
 
@@ -307,7 +308,6 @@ def _network_of(row: Any) -> str:
 def group_title(row: Any) -> str:
     """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group,
     with its network column when the run varies more (``... reset=zero · amp-bf16``)."""
-    title = (f"{row['device']}, {row['dtype']}, B={int(row['batch_size'])}, "
-             f"T={int(row['time_steps'])}, layers={int(row['layers'])}, reset={row['reset']}")
+    title = row_workload_class(row).group_label(row)
     network = _network_of(row)
     return f"{title} · {network}" if network else title

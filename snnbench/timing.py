@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from snnbench.adapter import Model
+from snnbench.plugin import Model
 from snnbench.sampling import MeasureSettings as MeasureSettings  # its home before
 
 Clock = Callable[[], float]

@@ -101,9 +101,7 @@ class Pair:
     @property
     def case_text(self) -> str:
         """The case without the adapter, e.g. ``cpu float32 n=64 B=4 T=20 L=1 subtract``."""
-        c = self.case
-        return (f"{c['device']} {c['dtype']} n={c['neurons']} B={c['batch_size']} "
-                f"T={c['time_steps']} L={c['layers']} {c['reset']}")
+        return schema.case_text(self.case)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready record (NaN → None)."""

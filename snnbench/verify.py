@@ -21,14 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.adapter import Adapter, Capabilities
-from snnbench.reference import (
-    ReferenceResult,
-    round_to_dtype as round_to_dtype,  # re-exported: it lived here
-    run_reference,
-)
-from snnbench.sampling import VERIFY_TIME_STEPS as VERIFY_TIME_STEPS  # re-exported: it lived here
+from snnbench import adapter as v1, plugin as v2
+from snnbench.adapter_shim import AnyAdapter, as_v2
+from snnbench.reference import ReferenceResult
+from snnbench.sampling import VERIFY_TIME_STEPS
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
+from snnbench.workload import LinearLif
 
 #: an adapter declaring exact dynamics must agree on at least this fraction of spikes, by
 #: :func:`tolerance_key` (the dtype, or the AMP mode: its state is float32 and a GEMM's summation
@@ -67,7 +65,7 @@ class Equivalence:
         mode: :func:`tolerance_key`)."""
         return self.spike_match >= MIN_SPIKE_MATCH[key]
 
-    def unproven(self, capabilities: Capabilities) -> str:
+    def unproven(self, capabilities: v1.Capabilities | v2.Capabilities) -> str:
         """Why this comparison shows nothing of what the adapter declares ("" when it shows
         something): it changed the arrays it was given, or both sides are silent.
 
@@ -97,18 +95,9 @@ def tolerance_key(spec: NetworkSpec) -> str:
 
 
 def reference_for(data: CaseData) -> ReferenceResult:
-    """The reference result for ``data``, with inputs and parameters rounded to the spec dtype
-    (AMP, whose dtype is float32, is emulated inside :func:`run_reference`)."""
-    dtype = data.spec.dtype
-    if dtype == "float32":
-        return run_reference(data)
-    rounded = CaseData(
-        inputs=round_to_dtype(data.inputs, dtype),
-        weights=tuple(round_to_dtype(w, dtype) for w in data.weights),
-        biases=tuple(round_to_dtype(b, dtype) for b in data.biases),
-        spec=data.spec,
-    )
-    return run_reference(rounded)
+    """The reference result for ``data`` (the Linear+LIF workload's own,
+    :meth:`~snnbench.workload.LinearLif.reference`)."""
+    return LinearLif(data.spec).reference(data)
 
 
 def _cosine(a: FloatArray, b: FloatArray, both_zero: float = math.nan) -> float:
@@ -179,7 +168,7 @@ def verification_spec(spec: NetworkSpec, time_steps: int = VERIFY_TIME_STEPS) ->
 
 
 def check_adapter(
-    adapter: Adapter, variant: str, spec: NetworkSpec, device: str
+    adapter: AnyAdapter, variant: str, spec: NetworkSpec, device: str
 ) -> tuple[Equivalence, dict[str, FloatArray]]:
     """Run ``adapter`` once on ``spec`` and compare with the reference.
 
@@ -190,17 +179,19 @@ def check_adapter(
     # and a change shows that it computed another network (:meth:`Equivalence.unproven`)
     given = CaseData(inputs=data.inputs.copy(), weights=tuple(w.copy() for w in data.weights),
                      biases=tuple(b.copy() for b in data.biases), spec=spec)
-    model = adapter.build(spec, given, device, variant)
+    workload = LinearLif(spec)
+    # the plugin API v2 (a v1 adapter through the shim): gradients by parameter name
+    model = as_v2(adapter).build(workload, given, device, variant)
     try:
         model.zero_grad()
         handle = model.forward()
         model.backward(handle)
         model.synchronize()
         spikes = np.asarray(model.spikes(handle), dtype=np.float32)
-        grad_w, grad_b = model.gradients()
+        grad_w, grad_b = workload.gradients_in_order(model.gradients())
     finally:
         model.close()
-    reference = reference_for(data)
+    reference = workload.reference(data)
     equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
                           changed=_changed(data, given))
     arrays: dict[str, FloatArray] = {

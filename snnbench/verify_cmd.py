@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from snnbench.adapter_shim import as_v2
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import DUMP_NOT_WRITTEN, CaseRecord, adapter_label, file_safe
 from snnbench.executors.local import run_in_folder
@@ -29,6 +30,7 @@ from snnbench.verify import verification_spec
 
 # VerifyRequest re-exported: scripts and tests import the request from the command's module
 from snnbench.verify_request import DETACH_CHOICES, DEVICES, VerifyRequest as VerifyRequest
+from snnbench.workload import LinearLif, LinearLifKnobs
 
 #: verify's scratch folder in the temporary folder: ``snnbench-verify-<pid>-<random>``
 SCRATCH_PREFIX = "snnbench-verify-"
@@ -97,7 +99,8 @@ def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
     cls = entries[task.adapter].adapter_class
     if cls is None:
         return task
-    allowed = cls().capabilities(task.variant).detach_reset
+    knobs = as_v2(cls()).capabilities(task.variant).knobs(LinearLif.kind)
+    allowed = knobs.detach_reset if isinstance(knobs, LinearLifKnobs) else ()
     if task.spec.detach_reset in allowed or not allowed:
         return task
     return replace(task, spec=task.spec.replace(detach_reset=allowed[0]))

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from snnbench import callgrind, lifeline
-from snnbench.adapter import Adapter, AdapterUnavailable, CaseSkipped, Model
+from snnbench.adapter import AdapterUnavailable, CaseSkipped
+from snnbench.adapter_shim import AnyAdapter, as_v2, implementation
 from snnbench.contract import (
     DUMP_NOT_WRITTEN,
     RESULT_NOT_WRITTEN_EXIT,
@@ -37,10 +38,10 @@ from snnbench.gpustate import open_monitor
 from snnbench.libenv import pin_names
 from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
+from snnbench.plugin import Adapter, Model
 from snnbench.preflight import CpuMonitor
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.synops import firing_rate, synops_per_step
+from snnbench.spec import NetworkSpec
 from snnbench.timing import (
     MeasureSettings,
     default_timer_kind,
@@ -53,10 +54,10 @@ from snnbench.verify import (
     GRAD_COSINE_MIN,
     Equivalence,
     check_adapter,
-    reference_for,
     tolerance_key,
     verification_spec,
 )
+from snnbench.workload import LinearLif
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -137,17 +138,13 @@ def _check_output(model: Model, spec: NetworkSpec, handle: Any) -> None:
 
 def _case_metrics(small: NetworkSpec) -> dict[str, list[float]]:
     """Firing rate and synaptic operations per step, from the reference at the check's size."""
-    data = make_case_data(small)
-    result = reference_for(data)
-    return {
-        "firing_rate": [firing_rate(list(result.spikes))],
-        "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), small)],
-    }
+    return LinearLif(small).case_metrics()
 
 
-def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) -> None:
+def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: float) -> None:
     """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``
     (:class:`~snnbench.measurement.MeasurementInfo`: timer, warm-up, blocks, GPU clocks)."""
+    adapter = as_v2(any_adapter)
     spec, device, settings = job.spec, job.device, job.measure
     framework = adapter.framework
     rss = RssProbe()
@@ -155,8 +152,9 @@ def measure(adapter: Adapter, job: Job, record: CaseRecord, prepare_s: float) ->
     record.measurement["baseline_rss_bytes"] = baseline_rss
 
     start = time.perf_counter()
-    data = make_case_data(spec)
-    model = adapter.build(spec, data, device, job.variant)
+    workload = job.workload
+    data = workload.make_data()
+    model = adapter.build(workload, data, device, job.variant)
     model.synchronize()
     build_s = time.perf_counter() - start
     del data
@@ -324,12 +322,14 @@ def _adapter_home(adapter: Adapter | None) -> Path | None:
     a top-level module (a plugin that is one file)."""
     if adapter is None:
         return None
-    module = sys.modules.get(type(adapter).__module__)
+    # a v1 plugin's own code, not the shim around it
+    own = type(implementation(adapter)).__module__
+    module = sys.modules.get(own)
     filename = getattr(module, "__file__", None)
     if not filename:
         return None
     path = Path(filename).resolve()
-    return path.parent if "." in type(adapter).__module__ else path
+    return path.parent if "." in own else path
 
 
 def adapter_frame(exc: BaseException, adapter: Adapter | None) -> str:
@@ -376,7 +376,7 @@ def run_job(job: Job) -> CaseRecord:
         reason = device_available(adapter.framework, device)
         if reason:
             raise AdapterUnavailable(reason)
-        reason = adapter.reason_skipped(spec, device, variant)
+        reason = adapter.reason_skipped(job.workload, device, variant)
         if reason:
             raise CaseSkipped(reason)
         capabilities = adapter.capabilities(variant)

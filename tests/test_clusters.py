@@ -13,8 +13,8 @@ import pytest
 from snnbench.contract import Job
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
-from snnbench.runner import start_run
 from snnbench.spec import NetworkSpec
+from snnbench.sweep.run import start_run
 from tests.test_executors import ok_keys, probes, sweep
 
 submitit = pytest.importorskip("submitit")

@@ -21,8 +21,8 @@ from snnbench.contract import (
 )
 from snnbench.errors import UserError
 from snnbench.reference import run_reference
-from snnbench.runner import start_run
 from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.sweep.run import start_run
 from snnbench.synops import firing_rate
 from snnbench.timing import MeasureSettings
 from snnbench.worker import run_job
@@ -133,3 +133,25 @@ def test_preparation_has_its_own_limit(
     row = summary.iloc[0]
     assert row["status"] == "timeout"
     assert "took longer than the 3 s prepare limit" in row["message"]
+
+
+def test_a_record_carries_its_workload_kind_and_an_untagged_one_is_linear_lif(
+        tmp_path: Path) -> None:
+    from snnbench.contract import RECORD_SCHEMA
+    from snnbench.workload import LinearLif
+
+    job = _job(tmp_path)
+    assert job.kind == "linear-lif" and job.workload == LinearLif(job.spec)
+    assert Job.from_dict(job.to_dict()).kind == "linear-lif"
+    record = CaseRecord.for_job(job, "ok", "fine", "numpy")
+    data = record.to_dict()
+    assert data["kind"] == "linear-lif" and data["schema"] == RECORD_SCHEMA == 2
+    # a schema-1 record (written before kinds) names none: linear-lif, read as today's schema
+    old = {k: v for k, v in data.items() if k != "kind"} | {"schema": 1}
+    again = CaseRecord.from_dict(old, source="old.json")
+    assert again.kind == "linear-lif" and again.schema == RECORD_SCHEMA
+    assert again.workload.case_id == again.case_id == job.spec.case_id
+    with pytest.raises(UserError, match="kind: unknown workload kind 'nir-graph'"):
+        CaseRecord.from_dict({**data, "kind": "nir-graph"}, source="r.json")
+    with pytest.raises(UserError, match="kind: unknown workload kind"):
+        Job.from_dict({**job.to_dict(), "kind": "nir-graph"})

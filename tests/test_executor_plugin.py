@@ -14,7 +14,7 @@ import pytest
 
 from snnbench.config import RunConfig
 from snnbench.executors import ExecutorSettings, executor_class, make_executor
-from snnbench.runner import start_run
+from snnbench.sweep.run import start_run
 
 TOY_DIR = Path(__file__).parent / "fake_executor"
 

@@ -25,7 +25,8 @@ from snnbench.executors.placement import (
     visible_gpu_uuid,
 )
 from snnbench.rundir import RunDir
-from snnbench.runner import merge_run, share_threads, start_run
+from snnbench.sweep.run import merge_run, start_run
+from snnbench.sweep.threads import share_threads
 from tests.conftest import run_cli
 
 FAST = {"repeats": 3, "max_repeats": 3, "min_time_s": 0.0, "warmup": 1, "warmup_s": 0.0,
@@ -285,7 +286,7 @@ def test_older_runs_without_placement_columns_still_load(tmp_path: Path) -> None
 
 
 def test_run_dir_keys_of_lost_records_are_not_finished(tmp_path: Path) -> None:
-    from snnbench.runner import retry_attempts
+    from snnbench.sweep.execute import retry_attempts
 
     run_dir = RunDir.create(tmp_path / "run")
     assert retry_attempts(run_dir) == {}

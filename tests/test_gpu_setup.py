@@ -505,15 +505,17 @@ class Hide:  # PathFinder, minus every top-level module of a distribution not al
 
 sys.meta_path[:] = [Hide if f is PathFinder else f for f in sys.meta_path]
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.spec import NetworkSpec
+from snnbench.workload import LinearLif
 adapter = get_entry(name).create()
 adapter.version()
 variant = adapter.variants[0]
-caps = adapter.capabilities(variant)
+caps = adapter.capabilities(variant).knobs("linear-lif")
 spec = NetworkSpec(neurons=8, batch_size=2, time_steps=4, reset=caps.resets[0],
                    surrogate="sigmoid", surrogate_slope=4.0, detach_reset=caps.detach_reset[0])
 adapter.check_variant(variant, "cpu")
-model = adapter.build(spec, make_case_data(spec), "cpu", variant)
+workload = LinearLif(spec)
+model = adapter.build(workload, workload.make_data(), "cpu", variant)
 model.step()
 model.synchronize()
 print("RAN", sorted(hidden & set(sys.modules))[:3])

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from snnbench.config import RunConfig
-from snnbench.runner import start_run
+from snnbench.sweep.run import start_run
 from tests.conftest import FAKE_PLUGIN_DIR, run_cli
 
 FAST = {"repeats": 3, "max_repeats": 5, "min_time_s": 0.0, "warmup": 1, "warmup_s": 0.0,
@@ -258,7 +258,7 @@ def test_trust_folder_belongs_to_resume(tmp_path: Path) -> None:
 
 def test_recorded_commands_name_every_kind_of_command_text() -> None:
     from snnbench.executors import ExecutorSettings
-    from snnbench.runner import recorded_commands
+    from snnbench.executors.plugins import recorded_commands
 
     assert recorded_commands(ExecutorSettings()) == []
     settings = ExecutorSettings.from_dict({

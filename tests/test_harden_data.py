@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from snnbench.config import RunConfig
-from snnbench.runner import start_run
+from snnbench.sweep.run import start_run
 from tests.test_harden import _files, _invoke, _one_line_error
 
 FAST = {

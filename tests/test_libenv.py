@@ -31,9 +31,10 @@ from snnbench.libenv import (
     EnvironmentSpecError,
     version_request,
 )
+from snnbench.planning.selection import SelectionError, select_adapters
+from snnbench.planning.tasks import build_requests
 from snnbench.registry import discover
 from snnbench.rundir import adapter_label, load_run
-from snnbench.runner import SelectionError, build_requests, select_adapters
 from tests.conftest import library_installed, run_cli
 
 # ------------------------------------------------------------------------------- fixtures

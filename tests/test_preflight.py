@@ -19,6 +19,8 @@ from snnbench.cli import app
 from snnbench.config import ConfigError, RunConfig, RunSettings
 from snnbench.contract import CaseRecord, Placement
 from snnbench.errors import UserError
+from snnbench.planning.jobs import make_job, thread_env
+from snnbench.planning.tasks import Task
 from snnbench.preflight import (
     CpuMonitor,
     CpuSample,
@@ -30,8 +32,8 @@ from snnbench.preflight import (
     noise_verdict,
     read_turbo,
 )
-from snnbench.runner import Task, make_job, start_run, thread_env
 from snnbench.spec import NetworkSpec
+from snnbench.sweep.run import start_run
 
 
 def fake_sysfs(root: Path, governors: list[str], no_turbo: str | None = None,

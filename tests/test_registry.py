@@ -46,7 +46,7 @@ def test_importing_the_harness_imports_no_benchmarked_library() -> None:
     import sys
 
     code = (
-        "import sys, snnbench.cli, snnbench.runner, snnbench.worker, snnbench.registry, "
+        "import sys, snnbench.cli, snnbench.sweep.run, snnbench.worker, snnbench.registry, "
         "snnbench.verify_cmd\n"
         "from snnbench.registry import discover\n"
         "discover()\n"

@@ -14,13 +14,16 @@ from snnbench.compare import compare
 from snnbench.config import ConfigError, RunConfig
 from snnbench.contract import CaseRecord
 from snnbench.overhead import harness_overhead
+from snnbench.planning.jobs import plan_jobs
+from snnbench.planning.tasks import plan_tasks
 from snnbench.registry import discover
 from snnbench.report import overhead_lines, summary_table
 from snnbench.rundir import load_run
-from snnbench.runner import plan_jobs, plan_tasks, start_run
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.spec import NetworkSpec
 from snnbench.stats import replicate_spread, within_spread
 from snnbench.storage import samples_frame, summary_frame
+from snnbench.sweep.run import start_run
+from snnbench.workload import LinearLif
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import timed_case, write_run
 
@@ -222,13 +225,18 @@ def test_null_adapter_does_nothing_and_is_never_verified() -> None:
     caps = adapter.capabilities("default")
     assert not caps.verifiable and caps.approximation_note == PROBE_NOTE
     spec = NetworkSpec(neurons=4, batch_size=2, time_steps=3, layers=2, dtype="bfloat16")
-    assert adapter.reason_skipped(spec, "cpu", "default") is None
-    model = adapter.build(spec, make_case_data(spec), "cpu", "default")
+    # the plugin API v2, natively (no shim): a workload in, gradients by name out
+    workload = LinearLif(spec)
+    assert adapter.api_version == 2
+    assert adapter.reason_skipped(workload, "cpu", "default") is None
+    assert type(discover()["null"].create()) is NullAdapter
+    model = adapter.build(workload, workload.make_data(), "cpu", "default")
     assert model.step() is None and model.forward() is None
     model.synchronize()
     assert model.spikes(None).shape == (3, 2, 4)
-    weights, biases = model.gradients()
-    assert [w.shape for w in weights] == [(4, 4), (4, 4)] and len(biases) == 2
+    grads = model.gradients()
+    assert sorted(grads) == sorted(workload.parameter_names())
+    assert grads["layers.1.weight"].shape == (4, 4) and not grads["layers.1.bias"].any()
     assert adapter.version()  # snnbench's own version: always available
 
 
@@ -279,7 +287,7 @@ def test_compare_never_gates_on_the_probe(tmp_path: Path) -> None:
 
 
 def test_null_is_listed_but_not_in_a_sweeps_all() -> None:
-    from snnbench.runner import select_adapters
+    from snnbench.planning.selection import select_adapters
 
     entries = discover()
     assert entries["null"].adapter_class is NullAdapter

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from snnbench.config import RunConfig
-from snnbench.runner import start_run
 from snnbench.schema import SAMPLE_COLUMNS, SUMMARY_COLUMNS
+from snnbench.sweep.run import start_run
 
 FAST = {"repeats": 3, "max_repeats": 5, "min_time_s": 0.0, "warmup": 1, "warmup_s": 0.0,
         "threads": 1, "device": "cpu"}

@@ -26,7 +26,7 @@ from snnbench.config import RunConfig
 from snnbench.contract import CaseRecord
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
-from snnbench.runner import start_run
+from snnbench.sweep.run import start_run
 from tests.conftest import FAKE_PLUGIN_DIR, REPO, TAG_VAR, run_cli, wait_until_gone
 from tests.test_executors import sweep
 
@@ -286,7 +286,7 @@ import snnbench.executors.remote as remote
 remote.hostname = lambda: "login-elsewhere"   # the owner seen from the node: another host
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
-from snnbench.runner import start_run
+from snnbench.sweep.run import start_run
 from tests.test_executors import sweep
 settings = ExecutorSettings(name="slurm", slurm=SlurmSettings(
     partition=sys.argv[2], cases_per_task=1, array_parallelism=1, timeout_min=10,

@@ -152,7 +152,7 @@ def jax_dtype(spec: NetworkSpec) -> Any:
 
 def device_array(a: FloatArray, spec: NetworkSpec, device: jax.Device) -> jax.Array:
     """``a`` (float32 NumPy) cast to the spec dtype on the host (round to nearest even, as
-    ``verify.round_to_dtype``) and committed to ``device``."""
+    ``reference.round_to_dtype``) and committed to ``device``."""
     import jax
 
     out: jax.Array = jax.device_put(np.asarray(a).astype(jax_dtype(spec)), device)

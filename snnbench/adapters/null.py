@@ -12,6 +12,9 @@ its rows say so in their message, never silently) and it is left out of every ra
 target and regression gate. A run adds one ``null`` case by itself, at its smallest case per
 device, when ``[run] overhead_probe`` is true (the shipped configs set it); ``--adapters null``
 runs it at every case like any adapter.
+
+It is written against the plugin API v2 (:mod:`snnbench.api`): the harness runs it without the
+v1 shim, as it runs a third-party plugin of v2.
 """
 
 from __future__ import annotations
@@ -20,24 +23,22 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
+from snnbench import adapter as v1, api
 from snnbench.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
     SURROGATES,
-    CaseData,
     FloatArray,
-    NetworkSpec,
 )
 
 #: the message of every null row: why it was not verified and what its figure means
 PROBE_NOTE = "harness probe: does no work, not verified; its time is the harness overhead"
 
 
-def no_network_capabilities(note: str) -> Capabilities:
+def no_network_capabilities(note: str) -> v1.Capabilities:
     """Every spec, on CPU or CUDA, neither exact nor verified: an adapter that runs no network
-    (this probe, the GEMM floor); ``note`` says what it is instead."""
-    return Capabilities(
+    (the GEMM floor, of the plugin API v1); ``note`` says what it is instead."""
+    return v1.Capabilities(
         dtypes=DTYPES,
         surrogates=SURROGATES,
         matmul_precisions=MATMUL_PRECISIONS,
@@ -55,12 +56,13 @@ def zero_gradients(n: int, layers: int) -> tuple[list[FloatArray], list[FloatArr
             [np.zeros(n, dtype=np.float32) for _ in range(layers)])
 
 
-class NullModel(Model):
+class NullModel(api.Model):
     """A model whose every call returns at once; only :meth:`synchronize` waits (on CUDA)."""
 
-    def __init__(self, spec: NetworkSpec, device: str) -> None:
-        self.shape = spec.input_shape()
-        self.layers = spec.layers
+    def __init__(self, workload: api.LinearLif, device: str) -> None:
+        self.workload = workload
+        self.shape = workload.spec.input_shape()
+        self.layers = workload.spec.layers
         self._sync: Any = None
         if device == "cuda":
             import torch
@@ -88,12 +90,12 @@ class NullModel(Model):
         """Zeros of the output shape: the probe computes no spikes."""
         return np.zeros(self.shape, dtype=np.float32)
 
-    def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
-        """Zeros of the gradient shapes: the probe computes no gradients."""
-        return zero_gradients(self.shape[2], self.layers)
+    def gradients(self) -> dict[str, FloatArray]:
+        """Zeros of the gradient shapes, by parameter name: the probe computes no gradients."""
+        return self.workload.gradients_by_name(*zero_gradients(self.shape[2], self.layers))
 
 
-class NullAdapter(Adapter):
+class NullAdapter(api.Adapter):
     """The harness-overhead probe (see the module docstring)."""
 
     name = "null"
@@ -103,8 +105,13 @@ class NullAdapter(Adapter):
     framework = "numpy"
     description = "does nothing but synchronize: the harness's own overhead per sample"
 
-    def capabilities(self, variant: str) -> Capabilities:
-        return no_network_capabilities(PROBE_NOTE)
+    def capabilities(self, variant: str) -> api.Capabilities:
+        # every Linear+LIF case, on CPU or CUDA; neither exact nor verified
+        knobs = api.LinearLifKnobs(dtypes=DTYPES, surrogates=SURROGATES,
+                                   matmul_precisions=MATMUL_PRECISIONS)
+        return api.Capabilities(workloads={"linear-lif": knobs}, exact_dynamics=False,
+                                exact_gradient=False, approximation_note=PROBE_NOTE,
+                                verifiable=False)
 
     def check_variant(self, variant: str, device: str) -> None:
         if device != "cuda":
@@ -112,9 +119,12 @@ class NullAdapter(Adapter):
         try:
             import torch
         except Exception as exc:  # no torch: nothing here can synchronize a CUDA device
-            raise AdapterUnavailable(f"the CUDA probe synchronizes through torch: {exc}") from exc
+            raise api.AdapterUnavailable(
+                f"the CUDA probe synchronizes through torch: {exc}") from exc
         if not torch.cuda.is_available():
-            raise AdapterUnavailable("no CUDA device visible to torch")
+            raise api.AdapterUnavailable("no CUDA device visible to torch")
 
-    def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
-        return NullModel(spec, device)
+    def build(self, workload: api.Workload, data: Any, device: str, variant: str) -> api.Model:
+        if not isinstance(workload, api.LinearLif):
+            raise api.CaseSkipped(f"workload kind {workload.kind!r} not supported")
+        return NullModel(workload, device)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-from snnbench.adapter import Adapter
 from snnbench.config import RunSettings
 from snnbench.contract import CaseRecord, Job, JobMode, LibraryEnvironment, now_utc
 from snnbench.planning.tasks import Task
+from snnbench.plugin import Adapter
 from snnbench.registry import AdapterEntry
 
 #: ``[run] thread_wait`` → OMP_WAIT_POLICY (read by libgomp, which torch's oneDNN and MKL
@@ -124,8 +124,8 @@ def static_skip_reason(adapter: Adapter, job: Job) -> str | None:
     the adapter's full rule (which may read the library's version).
     """
     if job.environment.name:
-        return Adapter.reason_skipped(adapter, job.spec, job.device, job.variant)
-    return adapter.reason_skipped(job.spec, job.device, job.variant)
+        return Adapter.reason_skipped(adapter, job.workload, job.device, job.variant)
+    return adapter.reason_skipped(job.workload, job.device, job.variant)
 
 
 def replicate_order(tasks: list[Task], replicates: int) -> list[tuple[Task, int]]:

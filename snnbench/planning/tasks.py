@@ -21,6 +21,7 @@ from snnbench.planning.messages import NotifyCallback, environment_line
 from snnbench.planning.selection import select_adapters
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
+from snnbench.workload import LinearLif
 
 #: the adapter a sweep over every library runs first in each case (plain PyTorch)
 BASELINE_ADAPTER = "torch"
@@ -125,8 +126,7 @@ def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> 
         mine = [t for t in out if t.device == device]
         if any(t.adapter == NULL for t in mine):
             continue
-        smallest = min(mine, key=lambda t: (t.spec.neurons ** 2 * t.spec.batch_size
-                                            * t.spec.time_steps * t.spec.layers))
+        smallest = min(mine, key=lambda t: LinearLif(t.spec).operations())
         out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
     return out
 

@@ -1,0 +1,198 @@
+"""The adapter plugin interface, version 2: an adapter builds a workload.
+
+Plugins import these names from :mod:`snnbench.api`, their one public path. What changed from
+version 1 (:mod:`snnbench.adapter`, still read through one shim, :mod:`snnbench.adapter_shim`):
+
+* :meth:`Adapter.build` receives the case's workload (``workload.spec`` for ``linear-lif``)
+  instead of a bare ``NetworkSpec``, and :meth:`Adapter.reason_skipped` likewise;
+* :class:`Capabilities` names the workload kinds the adapter supports, each with its knobs
+  (``{"linear-lif": LinearLifKnobs(resets=..., surrogates=...)}``), beside the devices and what
+  it declares exact;
+* :meth:`Model.gradients` returns the gradients by parameter name (``{"layers.0.weight": dW,
+  "layers.0.bias": db, ...}``, :meth:`~snnbench.workload.LinearLif.parameter_names`) instead of
+  two positional lists.
+
+The harness speaks this version only: :meth:`snnbench.registry.AdapterEntry.create` hands it a
+version-2 adapter whatever the plugin was written against.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from snnbench.adapter import Framework, distribution_version, import_or_unavailable
+from snnbench.spec import FloatArray
+from snnbench.workload import Knobs, LinearLifKnobs, Workload
+from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+
+#: the version of the plugin interface this module defines
+API_VERSION = 2
+
+
+def _linear_lif_only() -> dict[str, Knobs]:
+    return {LINEAR_LIF: LinearLifKnobs()}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an adapter (in one variant) builds faithfully; anything outside is ``skipped``.
+
+    ``workloads`` maps each supported workload kind to its knobs (what of that kind it
+    honours); the other fields hold for every kind.
+    """
+
+    workloads: Mapping[str, Knobs] = field(default_factory=_linear_lif_only)
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    #: outputs follow the workload's dynamics exactly (verified; a mismatch is an error)
+    exact_dynamics: bool = True
+    #: gradients are exact BPTT of the workload with its surrogate
+    exact_gradient: bool = True
+    #: why dynamics or gradient are approximate, shown next to the verify result
+    approximation_note: str = ""
+    #: False for pseudo-adapters that compute no network (``floor``): no equivalence check
+    verifiable: bool = True
+
+    def knobs(self, kind: str) -> Knobs | None:
+        """The knobs of workload kind ``kind``, None when it is not supported."""
+        return self.workloads.get(kind)
+
+    def reason_unsupported(self, workload: Workload, device: str) -> str | None:
+        """Why ``workload`` on ``device`` cannot be built faithfully (a ``skipped`` message),
+        or None: the device, then the kind, then the kind's knobs."""
+        if device not in self.devices:
+            shown = ", ".join(self.devices) or "none"
+            return f"device {device!r} not supported (supports: {shown})"
+        knobs = self.knobs(workload.kind)
+        if knobs is None:
+            shown = ", ".join(self.workloads) or "none"
+            return f"workload kind {workload.kind!r} not supported (supports: {shown})"
+        return knobs.reason_unsupported(workload)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``snnbench list --json``: the fields, each kind's knobs under
+        ``workloads``, and (as version 1 wrote them) the ``linear-lif`` knobs at the top."""
+        kinds = {kind: _knob_dict(knobs) for kind, knobs in self.workloads.items()}
+        return {
+            **kinds.get(LINEAR_LIF, {}),
+            "devices": self.devices,
+            "exact_dynamics": self.exact_dynamics,
+            "exact_gradient": self.exact_gradient,
+            "approximation_note": self.approximation_note,
+            "verifiable": self.verifiable,
+            "workloads": kinds,
+        }
+
+
+def _knob_dict(knobs: Knobs) -> dict[str, Any]:
+    to_dict = getattr(knobs, "to_dict", None)
+    return dict(to_dict()) if callable(to_dict) else {}
+
+
+class Model(ABC):
+    """One built workload on one device, ready to be timed.
+
+    The harness calls :meth:`forward`, :meth:`backward` and :meth:`synchronize` inside timed
+    regions and :meth:`zero_grad` between samples: keep host-side conversions out of them.
+    """
+
+    @abstractmethod
+    def forward(self) -> Any:
+        """Training-mode forward over all time steps; returns an opaque handle for
+        :meth:`backward` and :meth:`spikes`. Must not block on the device."""
+
+    @abstractmethod
+    def backward(self, handle: Any) -> None:
+        """Backward of loss = the sum of the output spikes, from a :meth:`forward` handle."""
+
+    def step(self) -> Any:
+        """Forward + backward; override only when the library fuses them."""
+        handle = self.forward()
+        self.backward(handle)
+        return handle
+
+    @abstractmethod
+    def zero_grad(self) -> None:
+        """Drop gradients, so no sample accumulates into the next."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Block until all queued device work is done."""
+
+    @abstractmethod
+    def spikes(self, handle: Any) -> FloatArray:
+        """The output spikes of a forward handle as float32 NumPy, time-major (``linear-lif``:
+        the last layer's, (T, B, n))."""
+
+    @abstractmethod
+    def gradients(self) -> Mapping[str, Any]:
+        """After backward: every trainable parameter's gradient by name, as float32 arrays
+        (``linear-lif``: ``layers.{l}.weight`` (out, in) and ``layers.{l}.bias`` (n,), zeros
+        for a bias-free network; see ``workload.parameter_names()``)."""
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory since :meth:`reset_peak_memory` when only the library can read
+        it; None lets the harness measure."""
+        return None
+
+    def reset_peak_memory(self) -> None:
+        """Reset what :meth:`peak_memory_bytes` reads; no-op by default."""
+
+    def close(self) -> None:
+        """Release resources; called once when the worker is done with the model."""
+
+    def timer_kind(self) -> str | None:
+        """The timer the harness should use (``host``, ``cuda-event``, ``jax-block``), or None
+        for the framework's default."""
+        return None
+
+
+class Adapter(ABC):
+    """Base class of a version-2 adapter plugin (entry-point group ``snnbench.adapters``).
+
+    Set the attributes and implement :meth:`build`; import the library only inside methods.
+    """
+
+    #: the plugin interface this adapter is written against
+    api_version: ClassVar[int] = API_VERSION
+    #: entry-point name, used on the command line (``--adapters name``)
+    name: str = ""
+    #: distribution name whose version is reported (``importlib.metadata``)
+    library: str = ""
+    #: importable module proving the library is usable (defaults to ``library``)
+    module: str = ""
+    #: the framework whose memory probe and device sync the harness uses
+    framework: Framework = "torch"
+    #: variants run as separate rows (e.g. backends); the first is the default
+    variants: tuple[str, ...] = ("default",)
+    #: one line shown in ``snnbench list``
+    description: str = ""
+
+    def version(self) -> str:
+        """The library's version, or raise :class:`AdapterUnavailable` with the reason."""
+        import_or_unavailable(self.module or self.library.replace("-", "_"))
+        return distribution_version(self.library)
+
+    def capabilities(self, variant: str) -> Capabilities:
+        """What this adapter (in this variant) builds faithfully."""
+        return Capabilities()
+
+    def worker_env(self, variant: str) -> dict[str, str]:
+        """Environment variables the worker process needs before any import."""
+        return {}
+
+    def check_variant(self, variant: str, device: str) -> None:
+        """Raise :class:`AdapterUnavailable` when this variant cannot run here."""
+
+    def reason_skipped(self, workload: Workload, device: str, variant: str) -> str | None:
+        """Why ``workload`` cannot be honoured (→ ``skipped`` row), or None if it can."""
+        return self.capabilities(variant).reason_unsupported(workload, device)
+
+    @abstractmethod
+    def build(self, workload: Workload, data: Any, device: str, variant: str) -> Model:
+        """Build ``workload`` with exactly ``data``'s parameters and input on ``device``
+        (``data`` is ``workload.make_data()``; for ``linear-lif`` a
+        :class:`~snnbench.spec.CaseData`). Raise :class:`CaseSkipped` for what the library
+        cannot honour that :meth:`capabilities` did not already express."""

@@ -1,0 +1,205 @@
+"""What a case computes, as one typed object: the :class:`Workload` every kind implements.
+
+A workload is frozen and hashable. Its :attr:`~Workload.case_id` is the case's one identity
+(tables, comparisons and history series are keyed by adapter, variant, device, environment and
+it); its :attr:`~Workload.label` is the one way a case is written out as text; its
+:meth:`~Workload.params` are the columns it shows; :attr:`~Workload.size_param` names the
+parameter on the x axis of a scaling plot. It also makes its own data, computes its own
+reference and counts its own operations, so that the harness never needs to know which network
+it is timing.
+
+Each kind registers itself (:func:`register`) under a short name (``linear-lif``; later
+``nir-graph``). A job or a case record carries ``kind`` beside the parameters, and
+:func:`workload_from_dict` reads one back; a record written before kinds existed has none and
+is ``linear-lif`` (:data:`DEFAULT_KIND`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from numbers import Integral
+from typing import Any, ClassVar
+
+from snnbench.errors import UserError, shown
+
+#: the kind of a job or record that names none (everything written before kinds existed)
+DEFAULT_KIND = "linear-lif"
+
+
+class WorkloadError(UserError, ValueError):
+    """A workload's kind or parameters are not ones this snnbench knows; one line naming it."""
+
+
+class Workload(ABC):
+    """One case's computation: its identity, its parameters, its data, reference and cost.
+
+    Subclasses are frozen dataclasses; they set the class attributes and implement the
+    abstract members. Equal parameters must give an equal :attr:`case_id`, forever: every
+    stored result is keyed by it.
+    """
+
+    #: the registry name, written as ``kind`` beside the parameters (``linear-lif``)
+    kind: ClassVar[str] = ""
+    #: the version of this kind's parameter format: bump when a parameter changes meaning
+    version: ClassVar[int] = 1
+    #: the parameter on the x axis of a scaling plot (``neurons``)
+    size_param: ClassVar[str] = ""
+    #: the parameters shown as table columns, in their order
+    columns: ClassVar[tuple[str, ...]] = ()
+    #: how a case reads in words, from its table row: (column, format) in order, joined by
+    #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
+    label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: how a group of cases that differ only in :attr:`size_param` reads (:meth:`group_label`),
+    #: joined by ", "
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @property
+    @abstractmethod
+    def case_id(self) -> str:
+        """Short stable hash of the parameters: two rows with equal case_id ran the same case."""
+
+    @property
+    @abstractmethod
+    def label(self) -> str:
+        """The case in words, e.g. ``n=512 B=16 T=500 L=1 float32 subtract``."""
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """Every parameter as plain JSON-able data (what a job and a record store)."""
+
+    @classmethod
+    @abstractmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Workload:
+        """Inverse of :meth:`params`; impossible values raise a :class:`UserError`."""
+
+    @classmethod
+    def from_stored(cls, stored: Any) -> Workload:
+        """The workload of the parameters object a job or a record holds (already checked
+        when it was read): by default through :meth:`from_params` of its ``to_dict()``."""
+        return cls.from_params(stored.to_dict())
+
+    @abstractmethod
+    def make_data(self) -> Any:
+        """The case's data (parameters, inputs), generated from its seed: identical for every
+        adapter and every process."""
+
+    @abstractmethod
+    def reference(self, data: Any) -> Any:
+        """The ground truth for ``data`` (outputs and gradients) that adapters are checked
+        against."""
+
+    @abstractmethod
+    def operations(self) -> float:
+        """Dense operations of one forward pass over the whole case (every time step and
+        sample): the size by which a sweep orders and weighs its cases."""
+
+    @classmethod
+    def row_label(cls, row: Any, columns: Iterable[str] | None = None) -> str:
+        """The case of a table row (a mapping, or a pandas row) in words, e.g. ``cpu float32
+        n=64 B=4 T=20 L=1 subtract``: every part of :attr:`label_parts`, or those of
+        ``columns`` only; a column the row lacks or leaves empty is left out."""
+        return " ".join(_parts(row, cls.label_parts, columns))
+
+    @classmethod
+    def group_label(cls, row: Any) -> str:
+        """The group of cases of ``row`` bar their size, e.g. ``cpu, float32, B=16, T=100,
+        layers=1, reset=zero``."""
+        return ", ".join(_parts(row, cls.group_parts, None))
+
+    @property
+    def size(self) -> Any:
+        """The value of :attr:`size_param`."""
+        return self.params()[self.size_param]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind": ..., **params}``: the tagged form a job or a record could hold whole."""
+        return {"kind": self.kind, **self.params()}
+
+
+def _value_text(value: Any) -> str:
+    """A table cell as a label shows it: ``64`` for 64.0, "" for a missing value."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return str(int(value))
+    return str(value)
+
+
+def _parts(row: Any, parts: tuple[tuple[str, str], ...],
+           columns: Iterable[str] | None) -> list[str]:
+    wanted = None if columns is None else set(columns)
+    out = []
+    for column, fmt in parts:
+        if wanted is not None and column not in wanted:
+            continue
+        try:
+            value = row[column]
+        except (KeyError, IndexError):
+            continue
+        text = _value_text(value)
+        if text:
+            out.append(fmt.format(text))
+    return out
+
+
+class Knobs(ABC):
+    """What an adapter can honour of one workload kind (its reset modes, dtypes...): the
+    per-kind part of an adapter's capabilities. A case outside them is a ``skipped`` row."""
+
+    @abstractmethod
+    def reason_unsupported(self, workload: Workload) -> str | None:
+        """The first parameter of ``workload`` these knobs cannot honour, as a ``skipped``
+        message, or None."""
+
+
+_KINDS: dict[str, type[Workload]] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    """Register a workload class under its :attr:`~Workload.kind` (a class decorator)."""
+    if not cls.kind:
+        raise ValueError(f"{cls.__name__} has no kind")
+    if _KINDS.get(cls.kind, cls) is not cls:
+        raise ValueError(f"workload kind {cls.kind!r} is registered twice")
+    _KINDS[cls.kind] = cls
+    return cls
+
+
+def kinds() -> tuple[str, ...]:
+    """The registered workload kinds, in registration order."""
+    return tuple(_KINDS)
+
+
+def workload_class(kind: str) -> type[Workload]:
+    """The class registered as ``kind``; an unknown kind raises :class:`WorkloadError`."""
+    try:
+        return _KINDS[kind]
+    except (KeyError, TypeError):
+        raise WorkloadError(f"unknown workload kind {shown(kind)} "
+                            f"(known: {', '.join(_KINDS)})") from None
+
+
+def row_workload_class(row: Any) -> type[Workload]:
+    """The workload class of a table row: its ``kind`` column, else :data:`DEFAULT_KIND`
+    (tables written before kinds existed have no such column)."""
+    try:
+        kind = row["kind"]
+    except (KeyError, IndexError):
+        kind = None
+    return workload_class(kind if isinstance(kind, str) and kind else DEFAULT_KIND)
+
+
+def workload_from_dict(params: Mapping[str, Any], kind: str | None = None) -> Workload:
+    """The workload of ``params`` read as ``kind`` (default: the ``kind`` key of ``params``,
+    else :data:`DEFAULT_KIND`), the ``kind`` key itself not being a parameter."""
+    if not isinstance(params, Mapping):
+        raise WorkloadError(f"a workload must be a table of parameters, got {shown(params)}")
+    body = dict(params)
+    tagged = body.pop("kind", None)
+    return workload_class(kind or tagged or DEFAULT_KIND).from_params(body)
