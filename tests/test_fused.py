@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -748,12 +749,27 @@ class _NewStorages(TorchDispatchMode):
         return out
 
 
+@pytest.fixture
+def blas_gemms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CPU GEMMs through torch.addmm/mm (they allocate like cuBLAS). The choice is cached
+    per process, so the cache is cleared on entry and exit (otherwise an earlier test's
+    oneDNN choice stays in force and the next tests would inherit this one)."""
+    from snnbench.fused import gemm
+
+    monkeypatch.setenv(gemm.CPU_GEMM_ENV, "blas")
+    gemm._onednn_linear.cache_clear()
+    yield
+    gemm._onednn_linear.cache_clear()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_one_activation_buffer_per_step(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_activation_buffer_per_step(dtype: torch.dtype, blas_gemms: None) -> None:
     """The memory design, allocation by allocation: forward creates Y and the spikes (plus a
     float32 v_pre for 16-bit, Y then being freed), backward only dW. No other T·B·n-sized
     tensor: the saved buffer is reused for v_pre and dY, the stride-0 gradient is not expanded."""
-    monkeypatch.setenv("SNNBENCH_FUSED_CPU_GEMM", "blas")  # GEMMs that allocate like cuBLAS
+    from snnbench.fused import gemm
+
+    assert gemm.cpu_gemm_backend() == "blas"
     t, b, n_in, n = 20, 4, 48, 64  # T·B·n = 5120 elements, n² = 4096, n·n_in = 3072
     x = torch.rand(t, b, n_in, dtype=dtype)
     lin = torch.nn.Linear(n_in, n, dtype=dtype)
@@ -779,3 +795,63 @@ def test_one_activation_buffer_per_step(dtype: torch.dtype, monkeypatch: pytest.
     else:  # 16-bit: dY in the spikes' dtype (v_pre is float32), then dW
         assert sorted(nbytes for _, nbytes in big_bwd) == [n * n_in * 2, act], bwd.created
     assert lin.weight.grad is not None and lin.bias.grad is not None
+
+
+@pytest.mark.parametrize("shape", [(1600, 128), (17, 5), (33, 48), (1, 1), (16, 16), (40, 1)])
+def test_cpu_transpose_is_exact(shape: tuple[int, int]) -> None:
+    """The tiled transpose (whole 16 × 16 tiles and ragged edges) is a copy of ``.t()``."""
+    from snnbench.fused import cpu
+
+    cpu.build()
+    src = torch.randn(*shape)
+    out = cpu.transpose(src)
+    assert out.is_contiguous() and torch.equal(out, src.t())
+
+
+def test_cpu_transpose_with_two_threads() -> None:
+    from snnbench.fused import cpu
+
+    cpu.build()
+    src = torch.randn(4099, 1030)  # above 2 M elements: split over two threads, ragged rows
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert torch.equal(cpu.transpose(src), src.t())
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_onednn_grad_weight_takes_a_contiguous_transpose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the CPU library loaded, dW = dYᵀX hands oneDNN a contiguous dYᵀ from the tiled
+    transpose (oneDNN would otherwise copy the strided view itself, twice as slowly); the
+    result matches the strided path and torch.mm."""
+    from snnbench.fused import cpu, gemm
+
+    if gemm.cpu_gemm_backend() != "onednn":
+        pytest.skip("the CPU GEMMs do not go through oneDNN here")
+    cpu.build()
+    dy, x = torch.randn(200, 24), torch.randn(200, 40)
+    calls: list[tuple[int, ...]] = []
+    real = cpu.transpose
+
+    def spy(src: torch.Tensor) -> torch.Tensor:
+        calls.append(tuple(src.shape))
+        return real(src)
+
+    monkeypatch.setattr(cpu, "transpose", spy)
+    fast = gemm.grad_weight(dy, x)
+    assert calls == [(200, 24)]
+    monkeypatch.setattr(cpu, "is_loaded", lambda: False)
+    strided = gemm.grad_weight(dy, x)
+    assert calls == [(200, 24)]  # without the library: the strided view, no transpose call
+    assert fast.shape == (24, 40)
+    torch.testing.assert_close(fast, strided, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fast, dy.t() @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_floor_loads_the_cpu_library() -> None:
+    """The floor's dW takes the same path as the fused adapter's: its check loads the library."""
+    from snnbench.fused import cpu
+
+    FloorAdapter().check_variant("default", "cpu")
+    assert cpu.is_loaded()

@@ -107,5 +107,19 @@ class FloorAdapter(Adapter):
     def capabilities(self, variant: str) -> Capabilities:
         return no_network_capabilities("GEMM floor, not a network")
 
+    def check_variant(self, variant: str, device: str) -> None:
+        """CPU: load the fused adapter's compiled library, whose transpose the float32 dW
+        GEMM uses (:func:`snnbench.fused.gemm.grad_weight`), so the floor takes the same GEMM
+        path as ``fused``; without it (no compiler) the floor keeps oneDNN's own copy."""
+        if device != "cpu":
+            return
+        import contextlib
+
+        from snnbench.fused.cpu import BuildError, build
+
+        with contextlib.suppress(BuildError):
+            build()
+
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
+        self.check_variant(variant, device)
         return FloorModel(spec, data, device)

@@ -304,9 +304,51 @@ int backward_impl(float* vpre, const void* g, std::int64_t g_st, int gbcast, voi
     return failed;
 }
 
+// dst (cols, rows) = src (rows, cols)^T, both contiguous float32, in 16x16 tiles (each tile
+// read row by row and written row by row through a local buffer, so both sides stream whole
+// cache lines). Exact: a copy.
+void transpose_range(const float* __restrict src, float* __restrict dst, std::int64_t rows,
+                     std::int64_t cols, std::int64_t r_begin, std::int64_t r_end) {
+    constexpr std::int64_t K = 16;
+    for (std::int64_t r0 = r_begin; r0 < r_end; r0 += K) {
+        const std::int64_t r1 = r0 + K < r_end ? r0 + K : r_end;
+        for (std::int64_t c0 = 0; c0 < cols; c0 += K) {
+            const std::int64_t c1 = c0 + K < cols ? c0 + K : cols;
+            if (r1 - r0 == K && c1 - c0 == K) {
+                float tile[K][K];
+                for (std::int64_t r = 0; r < K; ++r)
+                    for (std::int64_t c = 0; c < K; ++c) tile[c][r] = src[(r0 + r) * cols + c0 + c];
+                for (std::int64_t c = 0; c < K; ++c)
+                    for (std::int64_t r = 0; r < K; ++r) dst[(c0 + c) * rows + r0 + r] = tile[c][r];
+            } else {
+                for (std::int64_t r = r0; r < r1; ++r)
+                    for (std::int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+            }
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
+
+// dst (cols, rows) = src (rows, cols)^T, contiguous float32. Splits the rows (in multiples of
+// 16) over threads_for(rows * cols) threads.
+void snn_transpose_f32(const float* src, float* dst, std::int64_t rows, std::int64_t cols,
+                       int nthreads) {
+    const int nt = threads_for(rows * cols, nthreads);
+#pragma omp parallel num_threads(nt)
+    {
+        const std::int64_t blocks = (rows + 15) / 16;
+        const int tid = omp_get_thread_num(), nthr = omp_get_num_threads();
+        const std::int64_t per = blocks / nthr, extra = blocks % nthr;
+        const std::int64_t b0 = tid * per + (tid < extra ? tid : extra);
+        const std::int64_t b1 = b0 + per + (tid < extra ? 1 : 0);
+        const std::int64_t r0 = b0 * 16 < rows ? b0 * 16 : rows;
+        const std::int64_t r1 = b1 * 16 < rows ? b1 * 16 : rows;
+        if (r1 > r0) transpose_range(src, dst, rows, cols, r0, r1);
+    }
+}
 
 // dtype codes: 0 float32, 1 bfloat16, 2 float16. Returns 0, or 1 when out of memory.
 int snn_lif_forward(const void* y, float* vpre, void* spikes, int dtype, std::int64_t T,
@@ -337,7 +379,7 @@ int snn_lif_backward(float* vpre, const void* g, std::int64_t g_st, int gbcast, 
     }
 }
 
-int snn_lif_abi_version(void) { return 1; }
+int snn_lif_abi_version(void) { return 2; }
 
 }  // extern "C"
 """
