@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from snnbench.adapter import Adapter
 from snnbench.config import RunConfig, RunSettings
 from snnbench.contract import LibraryEnvironment, case_key
 from snnbench.environment import nvidia_gpus
@@ -19,6 +18,7 @@ from snnbench.libenv import (
 from snnbench.overhead import NULL
 from snnbench.planning.messages import NotifyCallback, environment_line
 from snnbench.planning.selection import select_adapters
+from snnbench.plugin import Adapter
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
 from snnbench.workload import LinearLif
@@ -106,8 +106,9 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
     def honoured(variant: str) -> bool:
         try:
-            reason = (Adapter.reason_skipped(adapter, spec, device, variant) if overlay
-                      else adapter.reason_skipped(spec, device, variant))
+            workload = LinearLif(spec)
+            reason = (Adapter.reason_skipped(adapter, workload, device, variant) if overlay
+                      else adapter.reason_skipped(workload, device, variant))
         except Exception:  # decided by the case's own row, as before
             return True
         return reason is None
