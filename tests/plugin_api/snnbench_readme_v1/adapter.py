@@ -1,8 +1,8 @@
 """``numpy-loop``: the canonical Linear+LIF network written with NumPy, as a plugin.
 
 Everything snnbench needs from a plugin is here: an Adapter subclass registered under the
-``snnbench.adapters`` entry-point group, and a Model whose methods the harness times. The
-README's "Writing a third-party adapter" section walks through it.
+``snnbench.adapters`` entry-point group, and a Model whose methods the harness times.
+snnbench's docs/adapters.md, "Writing a third-party adapter", walks through it.
 
 It honours every setting of the canonical network except more than one layer (declared with
 ``max_layers=1``, so a 2-layer case is a ``skipped`` row): both reset modes, the reset term
