@@ -239,7 +239,7 @@ def test_a_finished_case_prints_its_median_step_time_and_spread() -> None:
 
 def test_cases_skipped_without_running_are_not_progress(fake_plugins: Path,
                                                         tmp_path: Path) -> None:
-    from snnbench.runner import start_run
+    from snnbench.sweep.run import start_run
 
     config = RunConfig.from_dict({
         "run": {"adapters": ["fake-subtract-only", "fake-ok"], "timeout_s": 60.0,

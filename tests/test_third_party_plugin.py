@@ -64,7 +64,11 @@ def test_example_plugin_installs_lists_and_runs_the_default_config(tmp_path: Pat
     two = run_cli("run", "--adapters", "numpy-loop", "--neurons", "16", "--steps", "10",
                   "--batch-size", "2", "--layers", "2", "--out", str(tmp_path / "two"), env=env)
     assert two.returncode == 0
-    assert "layers=2 not supported (at most 1)" in two.stdout  # a skipped row, with the reason
+    # a skipped row, counted by run and listed with its reason by show --skipped
+    assert "--skipped' lists them" in two.stdout
+    skipped = run_cli("show", str(tmp_path / "two"), "--skipped", env=env)
+    assert skipped.returncode == 0, skipped.stderr
+    assert "layers=2 not supported (at most 1)" in " ".join(skipped.stdout.split())
 
 
 def test_example_runs_every_case_of_the_default_config_exactly(example_adapter: Adapter) -> None:
