@@ -373,6 +373,12 @@ class CaseRecord:
     order: Count = 0
     #: the worker's wall time, as seen by whoever started it
     wall_s: OptFloat = None
+    #: where the worker's wall time went outside the timed samples, by phase (seconds):
+    #: ``start`` (process creation to the case's first step), ``load``, ``import``,
+    #: ``prepare``, ``settings``, ``verify``, ``build``, ``first_call``, ``warmup``,
+    #: ``timing`` (the timed phases, samples included), ``metrics``, ``instructions``;
+    #: a phase the case never reached is absent (:class:`snnbench.worker.Laps`)
+    overhead_s: Annotated[dict[str, float], _or({})] = field(default_factory=dict)
     #: thread, precision and seed settings the worker applied
     settings: Table = field(default_factory=dict)
     #: measurement details beyond the samples (warm-up steps, timer, block size, clocks...)
