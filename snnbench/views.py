@@ -13,7 +13,6 @@ from typing import Any
 
 from snnbench.contract import CaseRecord, adapter_label
 from snnbench.render import Document, Footnotes, Table, count_groups
-from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE, spike_match_text
 
 #: statuses of cases that did not run (for a reason, not a failure): listed apart, grouped
 NOT_RUN: tuple[str, ...] = ("skipped", "unavailable")
@@ -92,6 +91,10 @@ def run_document(run_name: str, rows: list[tuple[str, ...]]) -> Document:
 
     ``rows`` are :func:`snnbench.tables.case_rows` for :data:`snnbench.tables.HEADERS`.
     """
+    # imported here: `list` draws its table with this module, and the tables' module
+    # imports pandas and scipy (seconds at start-up)
+    from snnbench.tables import HEADERS, NOISE_HINT, NOISY_NOTE
+
     col = {name: HEADERS.index(name) for name in HEADERS}
     notes = Footnotes()
     cases: dict[str, list[tuple[str, ...]]] = {}
@@ -171,6 +174,8 @@ def _fmt(value: Any, fmt: str) -> str:
 
 def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
     """Display rows for :data:`VERIFY_HEADERS`."""
+    from snnbench.tables import spike_match_text
+
     rows: list[tuple[str, ...]] = []
     for r in records:
         spec = r.spec
