@@ -13,13 +13,13 @@ iteration of every timed block), and where the rest went, from the phases each w
 Columns (seconds): ``start`` (process creation to the case's first step: interpreter, harness
 imports, reading the job), ``import`` (the adapter's module and library, framework settings),
 ``compile`` (first-use preparation such as kernel builds, and the first forward+backward, where
-torch.compile and XLA compile), ``build`` (the network), ``verify`` (the pre-timing equivalence
-check and the case metrics, both against the reference), ``warm-up``, ``calibrate`` (the timed
-phases less their samples: block calibration, timer, memory probes), ``write/exit`` (what the
-worker's wall time holds beyond its phases: writing the record, exiting), ``other`` (energy,
-instructions). ``parent`` is the sweep's wall time outside its workers: planning, the noise
-check, library environments, storing records, tables and the report. Not a unit test: the
-figures depend on the machine and its load.
+torch.compile and XLA compile), ``build`` (the network), ``verify`` (the reference, computed once
+per network in a sweep, the pre-timing equivalence check and the case metrics), ``warm-up``,
+``calibrate`` (the timed phases less their samples: block calibration, timer, memory probes),
+``write/exit`` (what the worker's wall time holds beyond its phases: writing the record,
+exiting), ``other`` (energy, instructions). ``parent`` is the sweep's wall time outside its
+workers: planning, the noise check, library environments, storing records, tables and the
+report. Not a unit test: the figures depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "import": ("load", "import", "settings"),
     "compile": ("prepare", "first_call"),
     "build": ("build",),
-    "verify": ("verify", "metrics"),
+    "verify": ("reference", "verify", "metrics"),
     "warm-up": ("warmup",),
     "other": ("energy", "instructions"),
 }

@@ -374,7 +374,7 @@ class CaseRecord:
     #: the worker's wall time, as seen by whoever started it
     wall_s: OptFloat = None
     #: where the worker's wall time went outside the timed samples, by phase (seconds):
-    #: ``start`` (process creation to the case's first step), ``load``, ``import``,
+    #: ``start`` (process creation to the case's first step), ``reference``, ``load``, ``import``,
     #: ``prepare``, ``settings``, ``verify``, ``build``, ``first_call``, ``warmup``,
     #: ``timing`` (the timed phases, samples included), ``metrics``, ``instructions``;
     #: a phase the case never reached is absent (:class:`snnbench.worker.Laps`)

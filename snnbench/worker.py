@@ -38,7 +38,9 @@ from snnbench.libenv import pin_names
 from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.preflight import CpuMonitor
+from snnbench.reference import ReferenceResult
 from snnbench.registry import get_entry
+from snnbench.schema import REFERENCES_DIR
 from snnbench.spec import NetworkSpec, make_case_data
 from snnbench.synops import firing_rate, synops_per_step
 from snnbench.timing import (
@@ -52,8 +54,8 @@ from snnbench.timing import (
 from snnbench.verify import (
     GRAD_COSINE_MIN,
     Equivalence,
+    cached_reference,
     check_adapter,
-    reference_for,
     tolerance_key,
     verification_spec,
 )
@@ -166,10 +168,10 @@ def process_age_s() -> float | None:
         return None
 
 
-def _case_metrics(small: NetworkSpec) -> dict[str, list[float]]:
-    """Firing rate and synaptic operations per step, from the reference at the check's size."""
+def _case_metrics(small: NetworkSpec, result: ReferenceResult) -> dict[str, list[float]]:
+    """Firing rate and synaptic operations per step, from the reference at the check's size
+    (``result``: that of ``small``)."""
     data = make_case_data(small)
-    result = reference_for(data)
     return {
         "firing_rate": [firing_rate(list(result.spikes))],
         "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), small)],
@@ -301,7 +303,17 @@ def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
     record.grad_cosine = equivalence.grad_cosine
 
 
-def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
+def references_folder(job: Job) -> Path | None:
+    """Where the sweep keeps its networks' references: beside the job folders (the folder
+    holding this job's own), so every case of a sweep shares them; None without a result
+    path (a job run in-process, as in tests)."""
+    if not job.result_path:
+        return None
+    return Path(job.result_path).parent.parent / REFERENCES_DIR
+
+
+def _verify_only(adapter: Adapter, job: Job, record: CaseRecord,
+                 reference: ReferenceResult) -> None:
     """``snnbench verify``: compare with the reference at the job's spec, optionally dump."""
     spec = job.spec
     capabilities = adapter.capabilities(job.variant)
@@ -312,7 +324,7 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
         record.status = "skipped"
         record.message = "computes no LIF (pseudo-adapter): nothing to verify"
         return
-    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device)
+    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device, reference)
     _record_equivalence(record, equivalence)
     problems = []
     key = tolerance_key(spec)
@@ -400,9 +412,16 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
     record = CaseRecord.for_job(job)
     record.started_utc = now_utc()
     record.packages = installed_packages(job)
-    phase = "loading the adapter"
+    phase = "computing the reference"
     adapter: Adapter | None = None
+    # one short spec for the pre-timing check and the case metrics: the same T for both
+    small = job.spec if job.mode == "verify" else verification_spec(spec, job.verify_time_steps)
     try:
+        # before any library is imported: NumPy alone computes it, the same for every case of
+        # this network, which the sweep's first such case computes and the others read
+        reference = cached_reference(small, references_folder(job))
+        laps.lap("reference")
+        phase = "loading the adapter"
         adapter = get_entry(job.adapter).create()
         record.library = adapter.library
         laps.lap("load")
@@ -430,14 +449,12 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
         laps.lap("settings")
         if job.mode == "verify":
             phase = "verifying equivalence"
-            _verify_only(adapter, job, record)
+            _verify_only(adapter, job, record, reference)
             laps.lap("verify")
             return record
-        # one short spec for the pre-timing check and the case metrics: the same T for both
-        small = verification_spec(spec, job.verify_time_steps)
         if job.verify and capabilities.verifiable:
             phase = "verifying equivalence"
-            equivalence, _ = check_adapter(adapter, variant, small, device)
+            equivalence, _ = check_adapter(adapter, variant, small, device, reference)
             _record_equivalence(record, equivalence)
             laps.lap("verify")
             # the same two checks as `snnbench verify`: spikes for an adapter that declares
@@ -478,7 +495,7 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
         phase = "measuring"
         laps.skip()
         measure(adapter, job, record, prepare_s, laps)
-        record.samples["case"] = _case_metrics(small)
+        record.samples["case"] = _case_metrics(small, reference)
         laps.lap("metrics")
         if job.instructions:
             phase = "counting instructions"
