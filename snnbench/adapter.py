@@ -183,6 +183,10 @@ class Adapter(ABC):
     variants: ClassVar[tuple[str, ...]] = ("default",)
     #: one line shown in ``snnbench list``
     description: ClassVar[str] = ""
+    #: further distributions whose installed versions change what this adapter can do here
+    #: (an optional kernel package): ``list`` probes it again when one changes. Its library,
+    #: the plugin's own distribution, the framework and all they require count already
+    depends_on: ClassVar[tuple[str, ...]] = ()
 
     def version(self) -> str:
         """The library's version, or raise :class:`AdapterUnavailable` with the reason.

@@ -15,7 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -187,7 +188,9 @@ def _main(
 
 
 # -- list ---------------------------------------------------------------------------------
-def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
+def _probe(name: str, timeout_s: float, python: str = "") -> tuple[dict[str, Any], bool]:
+    """The probe's answer for adapter ``name``, and whether the probe gave it (True) or it
+    hung or crashed (False: a passing failure, never cached)."""
     from snnbench.probe import MARKER
     from snnbench.processes import run_captured
 
@@ -195,14 +198,55 @@ def _probe(name: str, timeout_s: float, python: str = "") -> dict[str, Any]:
         proc = run_captured([python or sys.executable, "-P", "-m", "snnbench.probe", name],
                             timeout_s)
     except subprocess.TimeoutExpired:
-        return {"name": name, "available": False, "reason": f"import hung > {timeout_s:g} s"}
+        return {"name": name, "available": False,
+                "reason": f"import hung > {timeout_s:g} s"}, False
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(MARKER):
             result: dict[str, Any] = json.loads(line[len(MARKER):])
-            return result
+            return result, True
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     return {"name": name, "available": False,
-            "reason": f"probe crashed (exit {proc.returncode}): {tail}"}
+            "reason": f"probe crashed (exit {proc.returncode}): {tail}"}, False
+
+
+class _ProbeProgress:
+    """``list``'s progress while probes run (none when every answer is cached): a transient
+    bar on a terminal, else one line per finished probe; on stderr either way."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.finished = 0
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> _ProbeProgress:
+        what = (f"probing {self.total} adapter{'s' if self.total != 1 else ''}, each library "
+                "in its own process (kept for the next list)")
+        if err_console.is_terminal:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=err_console, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(what, total=self.total)
+        else:
+            err_console.print(f"{what}…", highlight=False, soft_wrap=True)
+        return self
+
+    def done(self, label: str, result: dict[str, Any], seconds: float) -> None:
+        """One probe finished: its adapter, what it found, how long it took."""
+        self.finished += 1
+        found = (str(result.get("version") or "available") if result.get("available")
+                 else "unavailable")
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, advance=1)
+        else:
+            err_console.print(f"  [{self.finished}/{self.total}] {escape(label)}: "
+                              f"{escape(found)} ({seconds:.1f} s)", highlight=False,
+                              soft_wrap=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 @app.command("list")
@@ -215,12 +259,20 @@ def list_adapters(
         "its own environment (built or reused first).")] = "all",
     wheelhouse: Annotated[str, typer.Option(
         help="Folder of wheels to build library environments from, offline.")] = "",
+    refresh: Annotated[bool, typer.Option(
+        "--refresh", help="Probe every adapter again, ignoring the answers kept from earlier "
+        "lists (they are replaced).")] = False,
 ) -> None:
     """List adapters: variants, library version, or why each is unavailable.
 
     Each library is imported in its own short-lived process, never in this one; a
     third-party plugin's own module is imported here under --timeout (one that hangs or fails
     at import is listed as unavailable, with the reason).
+
+    A probe's answer is kept (in $SNNBENCH_CACHE_DIR, else ~/.cache/snnbench) and reused
+    until a version it depends on changes: the installed versions of the adapter's library,
+    framework and their requirements, snnbench's and the adapter's code, the interpreter, the
+    machine's GPUs. A changed adapter alone is probed again; --refresh probes every one.
     """
     from snnbench.contract import environment_tag
     from snnbench.libenv import BuildSettings
@@ -239,21 +291,50 @@ def list_adapters(
     except UserError as exc:
         fail(str(exc))
 
-    def probe(item: tuple[str, Any]) -> dict[str, Any]:
-        name, env = item
-        label = f"{name}@{environment_tag(name, env.name)}" if env else name
-        if entries[name].adapter_class is None:
-            result: dict[str, Any] = {"available": False, "reason": entries[name].error,
-                                      "variants": [], "library": "", "version": None}
-        elif env is not None and built[env.name].error:
-            result = {"available": False, "variants": [], "library": "", "version": None,
-                      "reason": f"environment could not be built: {built[env.name].error}"}
-        else:
-            result = _probe(name, timeout, built[env.name].python if env else "")
-        return {**result, "name": label, "environment": env.name if env else ""}
+    from snnbench.probe_cache import ProbeCache
 
+    cache = ProbeCache(refresh=refresh)
+
+    def label(item: tuple[str, Any]) -> str:
+        name, env = item
+        return f"{name}@{environment_tag(name, env.name)}" if env else name
+
+    def known(item: tuple[str, Any]) -> dict[str, Any] | None:
+        """The answer without a probe (a plugin that did not load, an environment that was
+        not built, a cached answer), or None."""
+        name, env = item
+        if entries[name].adapter_class is None:
+            return {"available": False, "reason": entries[name].error,
+                    "variants": [], "library": "", "version": None}
+        if env is not None and built[env.name].error:
+            return {"available": False, "variants": [], "library": "", "version": None,
+                    "reason": f"environment could not be built: {built[env.name].error}"}
+        return cache.get(entries[name], built[env.name].python if env else "")
+
+    def probe(item: tuple[str, Any]) -> tuple[dict[str, Any], float]:
+        name, env = item
+        python = built[env.name].python if env else ""
+        start = time.monotonic()
+        result, answered = _probe(name, timeout, python)
+        if answered:
+            cache.put(entries[name], python, result)
+        return result, time.monotonic() - start
+
+    # side by side: a third-party plugin's module is imported here, each under --timeout
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(probe, selections))
+        found = list(pool.map(known, selections))
+    answers = {index: answer for index, answer in enumerate(found) if answer is not None}
+    todo = [index for index, answer in enumerate(found) if answer is None]
+    if todo:
+        with _ProbeProgress(len(todo)) as progress, ThreadPoolExecutor(max_workers=4) as pool:
+            running = {pool.submit(probe, selections[index]): index for index in todo}
+            for future in as_completed(running):
+                index = running[future]
+                answers[index], seconds = future.result()
+                progress.done(label(selections[index]), answers[index], seconds)
+    results = [{**answers[index], "name": label(item),
+                "environment": item[1].name if item[1] else ""}
+               for index, item in enumerate(selections)]
     if as_json:
         console.print_json(json.dumps(results))
         return

@@ -407,6 +407,12 @@ class CaseRecord:
     #: zygote that had imported the library: :mod:`snnbench.forkserver`); "" when no worker
     #: ran (a row decided before running, a record of an older snnbench)
     start: str = ""
+    #: where the worker's wall time went outside the timed samples, by phase (seconds):
+    #: ``start`` (process creation to the case's first step), ``reference``, ``load``, ``import``,
+    #: ``prepare``, ``settings``, ``verify``, ``build``, ``first_call``, ``warmup``,
+    #: ``timing`` (the timed phases, samples included), ``metrics``, ``instructions``;
+    #: a phase the case never reached is absent (:class:`snnbench.worker.Laps`)
+    overhead_s: Annotated[dict[str, float], _or({})] = field(default_factory=dict)
     #: thread, precision and seed settings the worker applied
     settings: Table = field(default_factory=dict)
     #: measurement details beyond the samples (warm-up steps, timer, block size, clocks...)

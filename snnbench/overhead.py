@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from snnbench.contract import adapter_label
 from snnbench.schema import FLOOR
+
+if TYPE_CHECKING:  # imported where used: `list` imports this module (for PROBES) and
+    # pandas alone takes a second to import
+    import pandas as pd
 
 #: the probe adapter's name: its rows are measurements of the harness, not of a library
 NULL = "null"
@@ -66,6 +69,8 @@ def harness_overhead(summary: pd.DataFrame) -> list[Overhead]:
     The smallest case is the smallest median step time on the device among every other ok
     row (the ``floor`` included: its figures are measured by the same harness).
     """
+    import pandas as pd
+
     steps = summary[(summary["status"] == "ok") & (summary["phase"] == "step")
                     & (summary["metric"] == "time_s")]
     median = pd.to_numeric(steps["median"], errors="coerce")

@@ -33,9 +33,11 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-import pandas as pd
+if TYPE_CHECKING:  # only annotations: the CLI imports this module (through the schema)
+    # at start-up, and pandas alone takes a second to import
+    import pandas as pd
 
 #: the arithmetic a row's matrix products ran in, for choosing the peak
 PeakPrecision = Literal["fp32", "tf32", "bf16", "fp16"]

@@ -25,6 +25,9 @@ CASES_DIR: Final = "cases"
 LOCK_FILE: Final = ".lock"
 #: one folder per running case (its job file and the worker's result), removed when it is stored
 JOBS_DIR: Final = "jobs"
+#: beside the job folders: the reference result of each network the sweep's cases check
+#: against, computed once per network (``snnbench.verify.cached_reference``); removed with them
+REFERENCES_DIR: Final = ".references"
 #: one machine record per host that ran cases (``<host>.json``); the manifest lists them
 HOSTS_DIR: Final = "hosts"
 

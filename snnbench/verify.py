@@ -15,14 +15,18 @@ docs/methodology.md, "What exact means under AMP") and gradients to a cosine, ne
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from snnbench import adapter as v1, plugin as v2
 from snnbench.adapter_shim import AnyAdapter, as_v2
+from snnbench.fileio import WriteError, atomic_path
 from snnbench.reference import ReferenceResult
 from snnbench.sampling import VERIFY_TIME_STEPS
 from snnbench.spec import CaseData, FloatArray, NetworkSpec, make_case_data
@@ -100,6 +104,54 @@ def reference_for(data: CaseData) -> ReferenceResult:
     return LinearLif(data.spec).reference(data)
 
 
+def cached_reference(spec: NetworkSpec, folder: Path | None) -> ReferenceResult:
+    """:func:`reference_for` ``spec``'s case data, computed once per network and kept in
+    ``folder`` (a sweep's, shared by its cases; None: computed here, kept nowhere).
+
+    The file is data: arrays in an ``.npz`` read without pickle, holding the spec it belongs
+    to; one that is damaged, of another spec or of other shapes is computed again and
+    replaced. A worker calls this before it imports any library, so the reference every case
+    of a network is checked against is the same, computed by NumPy alone.
+    """
+    path = None
+    if folder is not None:
+        path = folder / f"{hashlib.sha256(spec.to_json().encode()).hexdigest()[:32]}.npz"
+        stored = _read_reference(path, spec)
+        if stored is not None:
+            return stored
+    result = reference_for(make_case_data(spec))
+    if path is not None:
+        arrays: dict[str, Any] = {"spec_json": np.array(spec.to_json())}
+        for name, group in (("spikes", result.spikes), ("grad_w", result.grad_weights),
+                            ("grad_b", result.grad_biases)):
+            arrays.update({f"{name}_{i}": a for i, a in enumerate(group)})
+        # a reference that cannot be kept (a full disk) is no failure: the next case computes
+        with contextlib.suppress(OSError, WriteError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+                np.savez(handle, **arrays)
+    return result
+
+
+def _read_reference(path: Path, spec: NetworkSpec) -> ReferenceResult | None:
+    """The reference kept at ``path`` for ``spec``, or None (none, damaged or foreign)."""
+    n, shape = spec.neurons, spec.input_shape()
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["spec_json"]) != spec.to_json():
+                return None
+            layers = range(spec.layers)
+            spikes = tuple(np.asarray(data[f"spikes_{i}"], dtype=np.float32) for i in layers)
+            grad_w = tuple(np.asarray(data[f"grad_w_{i}"], dtype=np.float32) for i in layers)
+            grad_b = tuple(np.asarray(data[f"grad_b_{i}"], dtype=np.float32) for i in layers)
+    except Exception:  # missing, damaged, not an npz, a pickled object: computed again
+        return None
+    if (any(s.shape != shape for s in spikes) or any(g.shape != (n, n) for g in grad_w)
+            or any(g.shape != (n,) for g in grad_b)):
+        return None
+    return ReferenceResult(spikes=spikes, grad_weights=grad_w, grad_biases=grad_b)
+
+
 def _cosine(a: FloatArray, b: FloatArray, both_zero: float = math.nan) -> float:
     """The cosine of ``a`` and ``b``; two zero vectors have none (``both_zero``: NaN, shown as
     no value, never as a match)."""
@@ -168,9 +220,11 @@ def verification_spec(spec: NetworkSpec, time_steps: int = VERIFY_TIME_STEPS) ->
 
 
 def check_adapter(
-    adapter: AnyAdapter, variant: str, spec: NetworkSpec, device: str
+    adapter: AnyAdapter, variant: str, spec: NetworkSpec, device: str,
+    reference: ReferenceResult | None = None,
 ) -> tuple[Equivalence, dict[str, FloatArray]]:
-    """Run ``adapter`` once on ``spec`` and compare with the reference.
+    """Run ``adapter`` once on ``spec`` and compare with the reference (``reference``: that
+    of ``spec``, computed already; None: computed here).
 
     Returns the equivalence and the arrays of a dump (time-major, reference layouts).
     """
@@ -191,7 +245,8 @@ def check_adapter(
         grad_w, grad_b = workload.gradients_in_order(model.gradients())
     finally:
         model.close()
-    reference = workload.reference(data)
+    if reference is None:
+        reference = workload.reference(data)
     equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
                           changed=_changed(data, given))
     arrays: dict[str, FloatArray] = {

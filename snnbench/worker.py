@@ -40,7 +40,9 @@ from snnbench.measurement import MeasurementInfo
 from snnbench.memory import MemoryProbe, RssProbe, current_rss_bytes, probe_for
 from snnbench.plugin import Adapter, Model
 from snnbench.preflight import CpuMonitor
+from snnbench.reference import ReferenceResult
 from snnbench.registry import get_entry
+from snnbench.schema import REFERENCES_DIR
 from snnbench.spec import NetworkSpec
 from snnbench.timing import (
     MeasureSettings,
@@ -53,6 +55,7 @@ from snnbench.timing import (
 from snnbench.verify import (
     GRAD_COSINE_MIN,
     Equivalence,
+    cached_reference,
     check_adapter,
     tolerance_key,
     verification_spec,
@@ -136,15 +139,50 @@ def _check_output(model: Model, spec: NetworkSpec, handle: Any) -> None:
         raise ValueError("adapter returned NaN or inf spikes")
 
 
-def _case_metrics(small: NetworkSpec) -> dict[str, list[float]]:
-    """Firing rate and synaptic operations per step, from the reference at the check's size."""
-    return LinearLif(small).case_metrics()
+class Laps:
+    """Wall seconds of the worker's phases outside the timed samples, as a stopwatch read at
+    each phase's end (:attr:`snnbench.contract.CaseRecord.overhead_s`): what a sweep's time
+    went to besides measuring (``benchmarks/harness_bench.py``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        """Charge the time since the previous lap (or the start) to ``phase``."""
+        now = time.perf_counter()
+        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + now - self._last, 6)
+        self._last = now
+
+    def skip(self) -> None:
+        """Charge the time since the previous lap to no phase (already counted elsewhere)."""
+        self._last = time.perf_counter()
 
 
-def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: float) -> None:
+def process_age_s() -> float | None:
+    """Seconds since this process was created (None when it cannot be read): the start-up a
+    fresh worker pays before its first step (interpreter, imports, reading the job)."""
+    try:
+        import psutil
+
+        return max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # a start-up figure is never worth a failed case
+        return None
+
+
+def _case_metrics(small: NetworkSpec, result: ReferenceResult) -> dict[str, list[float]]:
+    """Firing rate and synaptic operations per step, from the reference at the check's size
+    (``result``: that of ``small``, computed once for the check and these)."""
+    return LinearLif(small).case_metrics(result)
+
+
+def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: float,
+            laps: Laps | None = None) -> None:
     """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``
-    (:class:`~snnbench.measurement.MeasurementInfo`: timer, warm-up, blocks, GPU clocks)."""
+    (:class:`~snnbench.measurement.MeasurementInfo`: timer, warm-up, blocks, GPU clocks), and
+    ``laps`` with the build, first call, warm-up and timing phases' wall time."""
     adapter = as_v2(any_adapter)
+    laps = laps or Laps()
     spec, device, settings = job.spec, job.device, job.measure
     framework = adapter.framework
     rss = RssProbe()
@@ -158,6 +196,7 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
     model.synchronize()
     build_s = time.perf_counter() - start
     del data
+    laps.lap("build")
     probe: MemoryProbe = probe_for(framework, device)
     samples: Samples = {"setup": {"prepare_s": [prepare_s], "build_s": [build_s]}}
     info = MeasurementInfo(timer=model.timer_kind() or default_timer_kind(framework, device))
@@ -172,9 +211,11 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
         model.synchronize()
         del handle
         samples["setup"]["first_call_s"] = [time.perf_counter() - start]
+        laps.lap("first_call")
         timer = make_timer(info.timer, model)
         info.gpu_idle = monitor.read() if monitor else None
         warm = warm_up(model, settings, timer, monitor.at_boost if monitor else None)
+        laps.lap("warmup")
         info.warmup_steps, info.warmup_s, info.warmup_stop = warm.steps, warm.seconds, warm.stop
         info.timer_null_s = null_region_s(timer)
         info.gpu_before = monitor.read() if monitor else None
@@ -202,10 +243,12 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
             samples[phase] = metrics
         info.gpu_after = monitor.read() if monitor else None
         record.measurement["cpu"] = cpu_monitor.stop().to_dict()
+        laps.lap("timing")
         if job.energy and device == "cuda":
             energy = _measure_energy(model, settings)
             if energy:
                 samples["step"].update(energy)
+            laps.lap("energy")
     finally:
         if monitor:
             monitor.close()
@@ -260,7 +303,17 @@ def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
     record.grad_cosine = equivalence.grad_cosine
 
 
-def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
+def references_folder(job: Job) -> Path | None:
+    """Where the sweep keeps its networks' references: beside the job folders (the folder
+    holding this job's own), so every case of a sweep shares them; None without a result
+    path (a job run in-process, as in tests)."""
+    if not job.result_path:
+        return None
+    return Path(job.result_path).parent.parent / REFERENCES_DIR
+
+
+def _verify_only(adapter: Adapter, job: Job, record: CaseRecord,
+                 reference: ReferenceResult) -> None:
     """``snnbench verify``: compare with the reference at the job's spec, optionally dump."""
     spec = job.spec
     capabilities = adapter.capabilities(job.variant)
@@ -271,7 +324,7 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord) -> None:
         record.status = "skipped"
         record.message = "computes no LIF (pseudo-adapter): nothing to verify"
         return
-    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device)
+    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device, reference)
     _record_equivalence(record, equivalence)
     problems = []
     key = tolerance_key(spec)
@@ -350,19 +403,33 @@ def adapter_frame(exc: BaseException, adapter: Adapter | None) -> str:
     return f"{Path(chosen.filename).name}:{chosen.lineno} in {chosen.name}"
 
 
-def run_job(job: Job) -> CaseRecord:
-    """Execute one job; always returns a record (status + message, samples if ok)."""
+def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
+    """Execute one job; always returns a record (status + message, samples if ok).
+
+    ``started_s``: the seconds this process took to get here (:func:`process_age_s`),
+    recorded as the ``start`` of :attr:`CaseRecord.overhead_s`.
+    """
     spec, variant, device = job.spec, job.variant, job.device
+    laps = Laps()
     record = CaseRecord.for_job(job)
     record.started_utc = now_utc()
     record.packages = installed_packages(job)
-    phase = "loading the adapter"
+    phase = "computing the reference"
     adapter: Adapter | None = None
+    # one short spec for the pre-timing check and the case metrics: the same T for both
+    small = job.spec if job.mode == "verify" else verification_spec(spec, job.verify_time_steps)
     try:
+        # before any library is imported: NumPy alone computes it, the same for every case of
+        # this network, which the sweep's first such case computes and the others read
+        reference = cached_reference(small, references_folder(job))
+        laps.lap("reference")
+        phase = "loading the adapter"
         adapter = get_entry(job.adapter).create()
         record.library = adapter.library
+        laps.lap("load")
         phase = "importing the library"
         record.library_version = adapter.version()
+        laps.lap("import")
         # first-use work (e.g. compiling a kernel) happens here: timed apart, never a sample,
         # and under the prepare limit rather than the case's timeout
         phase = "preparing the library"
@@ -370,6 +437,7 @@ def run_job(job: Job) -> CaseRecord:
         adapter.check_variant(variant, device)
         prepare_s = time.perf_counter() - start
         _mark_prepared(job)
+        laps.lap("prepare")
         prepared = time.monotonic()
         phase = "applying settings"
         record.settings = apply_framework_settings(adapter.framework, spec, job.threads)
@@ -380,16 +448,17 @@ def run_job(job: Job) -> CaseRecord:
         if reason:
             raise CaseSkipped(reason)
         capabilities = adapter.capabilities(variant)
+        laps.lap("settings")
         if job.mode == "verify":
             phase = "verifying equivalence"
-            _verify_only(adapter, job, record)
+            _verify_only(adapter, job, record, reference)
+            laps.lap("verify")
             return record
-        # one short spec for the pre-timing check and the case metrics: the same T for both
-        small = verification_spec(spec, job.verify_time_steps)
         if job.verify and capabilities.verifiable:
             phase = "verifying equivalence"
-            equivalence, _ = check_adapter(adapter, variant, small, device)
+            equivalence, _ = check_adapter(adapter, variant, small, device, reference)
             _record_equivalence(record, equivalence)
+            laps.lap("verify")
             # the same two checks as `snnbench verify`: spikes for an adapter that declares
             # exact dynamics, the weight-gradient cosine for one that declares exact gradients
             # (the bars of the spec's dtype and precision: AMP has its own)
@@ -426,11 +495,14 @@ def run_job(job: Job) -> CaseRecord:
             if cosine is None or cosine < GRAD_COSINE_MIN[tolerance_key(spec)]:
                 record.message = f"approximate gradient: {capabilities.approximation_note}"
         phase = "measuring"
-        measure(adapter, job, record, prepare_s)
-        record.samples["case"] = _case_metrics(small)
+        laps.skip()
+        measure(adapter, job, record, prepare_s, laps)
+        record.samples["case"] = _case_metrics(small, reference)
+        laps.lap("metrics")
         if job.instructions:
             phase = "counting instructions"
             count_instructions(adapter.framework, job, record, time.monotonic() - prepared)
+            laps.lap("instructions")
         record.status = "ok"
     except AdapterUnavailable as exc:
         record.status = "unavailable"
@@ -451,6 +523,8 @@ def run_job(job: Job) -> CaseRecord:
         print(record.traceback, file=sys.stderr, flush=True)
     finally:
         record.finished_utc = now_utc()
+        record.overhead_s = ({"start": round(started_s, 6)} if started_s is not None else {})
+        record.overhead_s.update(laps.seconds)
     return record
 
 
@@ -467,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     except ContractError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return write_result(run_job(job), job)
+    return write_result(run_job(job, started_s=process_age_s()), job)
 
 
 def write_result(record: CaseRecord, job: Job) -> int:

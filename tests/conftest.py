@@ -69,6 +69,16 @@ def no_process_outlives_the_tests() -> Iterator[str]:
     assert not left, "processes outlived the test run:\n" + "\n".join(left)
 
 
+@pytest.fixture(autouse=True)
+def probe_cache_dir(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own cache of `list`'s probes (:mod:`snnbench.probe_cache`): never the
+    user's, and never an answer another test's plugins gave."""
+    folder = tmp_path_factory.mktemp("probe-cache")
+    monkeypatch.setenv("SNNBENCH_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def process_tag(no_process_outlives_the_tests: str) -> Iterator[str]:
     """A tag for one test's processes (a prefix of the session's: the session check sees them)."""

@@ -104,6 +104,25 @@ def test_case_metrics_come_from_the_same_short_spec_as_the_check(
     assert expected != pytest.approx(full)  # the test can tell the two apart
 
 
+def test_a_case_records_where_its_time_went_outside_the_samples(
+        fake_plugins: Path, tmp_path: Path) -> None:
+    record = run_job(_job(tmp_path), started_s=1.25)
+    assert record.status == "ok", record.message
+    phases = record.overhead_s
+    assert phases["start"] == 1.25
+    assert {"load", "import", "prepare", "verify", "build", "first_call", "warmup", "timing",
+            "metrics"} <= set(phases)
+    assert all(seconds >= 0 for seconds in phases.values())
+    # the timed phases' wall holds their samples
+    timed = sum(sum(record.samples[phase]["time_s"]) for phase in ("forward", "backward", "step"))
+    assert phases["timing"] >= timed
+    # additive: a record written before the field reads as one without it
+    data = record.to_dict()
+    del data["overhead_s"]
+    assert CaseRecord.from_dict(data).overhead_s == {}
+    assert CaseRecord.from_dict(record.to_dict()).overhead_s == phases
+
+
 def _slow_prepare_run(tmp_path: Path, prepare_s: float, timeout_s: float,
                       prepare_timeout_s: float, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     monkeypatch.setenv("SNNBENCH_FAKE_PREPARE_S", str(prepare_s))

@@ -33,6 +33,8 @@ class FusedAdapter(Adapter):
     name = "fused"
     library = "snnbench"
     module = "snnbench.fused"
+    #: not a requirement of snnbench or of a CPU torch: its presence decides the CUDA variants
+    depends_on = ("triton",)
     description = "snnbench's fused Linear+LIF: one GEMM + Triton (CUDA) / C++ (CPU) scan"
     variants = ("default", "cudagraph")
 

@@ -174,6 +174,7 @@ class RockpoolExodusAdapter(Adapter):
 
     name = "rockpool-exodus"
     library = "rockpool"
+    depends_on = ("sinabs-exodus",)
     description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
 
     def version(self) -> str:

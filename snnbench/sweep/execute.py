@@ -15,7 +15,7 @@ from snnbench.lifeline import start_reaper, stop_reaper
 from snnbench.planning.jobs import static_record
 from snnbench.planning.messages import ProgressCallback
 from snnbench.rundir import RunFolder
-from snnbench.schema import JOBS_DIR, RETRY_STATUSES
+from snnbench.schema import JOBS_DIR, REFERENCES_DIR, RETRY_STATUSES
 from snnbench.sweep.plan import Plan
 
 
@@ -102,9 +102,11 @@ def execute(
             progress("start", min(begun, total), total, job, None)
 
     work_dir = folder.path / JOBS_DIR
+    # the job folders, and the networks' references their workers keep beside them
+    leftovers = [*(job.key for job in runnable), REFERENCES_DIR]
     # this process's threads make the local job folders: were it killed outright, its guard
     # removes them (cluster tasks own theirs and may go on writing after the sweep stopped)
-    reaper = (start_reaper(work_dir, [job.key for job in runnable])
+    reaper = (start_reaper(work_dir, leftovers)
               if runnable and executor.runs_on_this_machine else None)
     records = executor.run(runnable, work_dir, folder.path / "logs", started)
     try:
@@ -115,7 +117,7 @@ def execute(
         with contextlib.suppress(Exception):
             records.close()  # type: ignore[attr-defined]
         executor.close()
-        clean_work_dir(work_dir, [job.key for job in runnable], executor.work_files)
+        clean_work_dir(work_dir, leftovers, executor.work_files)
         if reaper is not None:
             stop_reaper(reaper)
 

@@ -127,10 +127,12 @@ class LinearLif(Workload):
         """This case with T cut to at most ``time_steps`` (the pre-timing check's size)."""
         return LinearLif(self.spec.replace(time_steps=min(self.spec.time_steps, time_steps)))
 
-    def case_metrics(self) -> dict[str, list[float]]:
-        """Firing rate and synaptic operations per step, from the reference at this size."""
+    def case_metrics(self, result: ReferenceResult | None = None) -> dict[str, list[float]]:
+        """Firing rate and synaptic operations per step, from the reference at this size
+        (``result``: that reference, when the caller computed it already)."""
         data = self.make_data()
-        result = self.reference(data)
+        if result is None:
+            result = self.reference(data)
         return {
             "firing_rate": [firing_rate(list(result.spikes))],
             "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), self.spec)],
