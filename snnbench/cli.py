@@ -1130,8 +1130,9 @@ def compare(
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
     Each time pair gets an interval of the median ratio with the process as the unit (within
-    one run, Student's t over the replicate-by-replicate ratios; else over the replicates'
-    medians; a bootstrap of the samples with one process a side): fail when it lies above
+    one run, Student's t over the replicate-by-replicate ratios of the processes' medians or,
+    when those leave it open, of their fastest samples, each at half the error rate; else over
+    the replicates' medians; a bootstrap of the samples with one process a side): fail when it lies above
     --factor, inconclusive when it straddles it (the verdict says how many replicates would
     resolve it), pass below. The rule: a time regression or improvement needs replicates on
     both sides or a stated --process-spread, and, unless paired, a change larger than the

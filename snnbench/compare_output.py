@@ -141,7 +141,9 @@ def _rule_line(cmp: Comparison) -> str:
     noise = (f"; a noisy run: unpaired changes within its noise ({cmp.noise_spread:.0%}) are "
              "at most inconclusive" if cmp.noise_spread is not None else "")
     return (f"Rule: time = {100 * (1 - cmp.alpha):g} % interval of the median ratio "
-            "(Student's t over the replicate-by-replicate ratios within one run, else over "
+            "(Student's t over the replicate-by-replicate ratios within one run, of the "
+            "processes' medians or, when those leave it open, their fastest samples, each at "
+            "half the error rate; else over "
             "the processes' medians; with one process a side a hierarchical bootstrap of its "
             "samples, which alone never fails or improves; seed "
             f"{cmp.seed}): fail above {cmp.factor:g}, inconclusive across it, pass below"
