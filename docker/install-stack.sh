@@ -100,6 +100,13 @@ step_cuda_home() {
         so=$(cd "$CUDA_HOME/lib" && ls libcudart.so.* | head -n 1)
         ln -sfn "$so" "$CUDA_HOME/lib/libcudart.so"
     fi
+    # every torch extension includes Python.h (a base whose Python lacks it: python3-dev)
+    local include
+    include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    [[ -e $include/Python.h ]] || {
+        echo "install-stack: no Python.h in $include: CUDA extensions cannot be built" >&2
+        return 1
+    }
     local release
     release=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
     echo "install-stack: nvcc $release in $CUDA_HOME"

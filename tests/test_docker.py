@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import stat
@@ -616,6 +617,57 @@ def test_install_stack_native_step_needs_an_arch_list(tmp_path: Path) -> None:
                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
                             timeout=60)
     assert result.returncode != 0 and "TORCH_CUDA_ARCH_LIST" in result.stderr
+
+
+def _cuda_home_step(tmp_path: Path, home: Path, with_python_h: bool = True
+                    ) -> subprocess.CompletedProcess[str]:
+    """install-stack.sh gpu cuda-home with a stand-in nvcc in ``home`` and a stand-in python
+    whose include folder has (or lacks) Python.h."""
+    (home / "bin").mkdir(parents=True)
+    (home / "lib").mkdir()
+    (home / "include").mkdir()
+    (home / "lib" / "libcudart.so.13").write_bytes(b"")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    include = tmp_path / "include"
+    include.mkdir()
+    if with_python_h:
+        (include / "Python.h").write_text("")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho {include}\n")
+    fake.chmod(0o755)
+    return subprocess.run(["bash", str(DOCKER / "install-stack.sh"), "gpu", "cuda-home"],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake),
+                               "CUDA_HOME": str(home)})
+
+
+def test_cuda_home_step_makes_the_compiler_wheels_look_like_a_toolkit(tmp_path: Path) -> None:
+    # issue 37: nvcc.profile looks in targets/x86_64-linux/{include,lib}, torch links -lcudart
+    home = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
+    result = _cuda_home_step(tmp_path, home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"install-stack: nvcc 13.0 in {home}"
+    target = home / "targets" / "x86_64-linux"
+    assert (target / "include").resolve() == (home / "include").resolve()
+    assert (target / "lib").resolve() == (home / "lib").resolve()
+    assert os.readlink(home / "lib" / "libcudart.so") == "libcudart.so.13"
+
+
+def test_cuda_home_step_leaves_a_real_toolkit_alone(tmp_path: Path) -> None:
+    home = tmp_path / "usr" / "local" / "cuda"
+    result = _cuda_home_step(tmp_path, home)
+    assert result.returncode == 0, result.stderr
+    assert not (home / "targets").exists() and not (home / "lib" / "libcudart.so").exists()
+
+
+def test_cuda_home_step_without_python_h_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "site-packages" / "nvidia" / "cu13"
+    result = _cuda_home_step(tmp_path, home, with_python_h=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"install-stack: no Python.h in {tmp_path / 'include'}: CUDA extensions cannot be built"]
 
 
 # -------------------------------------------------------------------------- verify_stack.py
