@@ -13,6 +13,11 @@
 #             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
 #                      set TORCH_INDEX= to use pip's configured indexes instead)
 #             locked   every other pin of the resolved part of the lock, --no-deps
+#             locked-cuda, locked-torch   gpu only: the CUDA wheels (nvidia-*, cuda-*), then
+#                      torch, triton and torchvision, each its own layer before `locked`
+#                      (which then skips them: already installed at the pinned version). One
+#                      8 GB layer needs about three times its size free while the engine
+#                      commits it; parts of at most ~4 GB fit where that did not.
 #             cuda-home  gpu only: make $CUDA_HOME, when it is the nvidia/cu13 folder of the
 #                      CUDA wheels (nvcc, crt, nvvm, cccl, the runtime's headers), look like a
 #                      toolkit to nvcc and torch's extension builder (the links they expect);
@@ -29,7 +34,7 @@
 # Every install is --no-deps: the lock is the complete list, so nothing is resolved here.
 set -euo pipefail
 
-usage="usage: $0 gpu|cpu preflight|tools|torch|locked|cuda-home|native|outside|project|all"
+usage="usage: $0 gpu|cpu preflight|tools|torch|locked|locked-cuda|locked-torch|cuda-home|native|outside|project|all"
 target=${1:?$usage}
 step=${2:?$usage}
 case $target in gpu | cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
@@ -109,7 +114,14 @@ step_cuda_home() {
     }
     local release
     release=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-    echo "install-stack: nvcc $release in $CUDA_HOME"
+    echo "cuda-home: nvcc $release in $CUDA_HOME"
+}
+
+step_locked_part() {
+    [[ $target == gpu ]] || return 0
+    local pattern=$1
+    resolved | grep -E "$pattern" >"$work/part.txt"
+    "${pip[@]}" --no-build-isolation -r "$work/part.txt"
 }
 
 step_native() {
@@ -149,6 +161,8 @@ step_project() {
 case $step in
     preflight | tools | torch | locked | native | outside | project) "step_$step" ;;
     cuda-home) step_cuda_home ;;
+    locked-cuda) step_locked_part '^(nvidia-|cuda-)' ;;
+    locked-torch) step_locked_part '^(torch|triton|torchvision)==' ;;
     all) for s in preflight tools torch locked cuda_home native outside project; do "step_$s"; done ;;
     *) echo "$usage" >&2; exit 2 ;;
 esac

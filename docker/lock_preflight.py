@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lock-preflight: {args.lock} cannot be installed: {'; '.join(bad)}",
               file=sys.stderr)
         return 1
-    print(f"lock-preflight: all {len(lock)} pins of {args.lock} have a file on {args.index_url}")
+    # not "lock-preflight: ...": that prefix marks a failure (make image-check-gpu quotes it)
+    print(f"lock preflight ok: all {len(lock)} pins of {args.lock} have a file on "
+          f"{args.index_url}")
     return 0
 
 

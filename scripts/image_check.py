@@ -166,15 +166,27 @@ def build(engine: str, base: str, candidate: str, target: str = "cpu",
 
 
 def build_failure_reason(log: str) -> str:
-    """One line saying why a build failed: the first line of the most specific kind
-    (:data:`REASON_PREFIXES`: the lock preflight's, the install script's, pip's, the engine's),
-    else the log's last line."""
+    """One line saying why a build failed, from the failing step's output (after the log's last
+    ``STEP`` line). Where the engine failed by itself (not a RUN command's exit status: e.g. the
+    disk full while it committed a layer), its error, cut to its end, where the cause is; else
+    the first line of the most specific kind (:data:`REASON_PREFIXES`: the lock preflight's, the
+    install script's, pip's, the engine's); else the log's last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    steps = [i for i, line in enumerate(lines) if re.match(r"STEP \d+/\d+: ", line)]
+    failing = lines[steps[-1] + 1:] if steps else lines
+
+    def cut(line: str) -> str:
+        return line if len(line) <= 400 else f"{line[:6]} … {line[-300:]}"
+
+    engine = [line for line in failing if line.startswith("Error: ")]
+    if engine and "building at STEP" not in engine[-1] and "while running runtime" not in (
+            engine[-1]):
+        return cut(engine[-1])
     for prefix in REASON_PREFIXES:
-        for line in lines:
+        for line in failing:
             if line.startswith(prefix):
-                return line
-    return lines[-1] if lines else "the build printed nothing"
+                return cut(line)
+    return cut(lines[-1]) if lines else "the build printed nothing"
 
 
 def cache_summary(log: str) -> str:

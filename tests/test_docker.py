@@ -255,7 +255,12 @@ def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     # native step runs, so the package must be in the image before that step; preflight and
     # cuda-home: the GPU stage's own (the lock checked before any download; CUDA_HOME in the
     # CUDA wheels)
-    assert called == set(INSTALL_STEPS) - {"torch", "outside"} | {"preflight", "cuda-home"}
+    assert called == set(INSTALL_STEPS) - {"torch", "outside"} | {
+        "preflight", "cuda-home", "locked-cuda", "locked-torch"}
+    # the CUDA wheels and torch in layers of their own, before the rest (a single 8 GB layer
+    # did not fit the disk while podman committed it)
+    order = [step for step in re.findall(r"install-stack\.sh gpu ([\w-]+)", commands)]
+    assert order.index("locked-cuda") < order.index("locked-torch") < order.index("locked")
     words = [(word, rest) for word, rest in gpu["instructions"] if word in ("COPY", "RUN")]
     copied = words.index(("COPY", "snnbench/gpu_setup/ snnbench/gpu_setup/"))
     native = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu native" in rest)
@@ -648,7 +653,7 @@ def test_cuda_home_step_makes_the_compiler_wheels_look_like_a_toolkit(tmp_path: 
     home = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
     result = _cuda_home_step(tmp_path, home)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"install-stack: nvcc 13.0 in {home}"
+    assert result.stdout.strip() == f"cuda-home: nvcc 13.0 in {home}"
     target = home / "targets" / "x86_64-linux"
     assert (target / "include").resolve() == (home / "include").resolve()
     assert (target / "lib").resolve() == (home / "lib").resolve()

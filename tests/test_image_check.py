@@ -291,3 +291,41 @@ def test_lock_preflight_misuse_and_an_unreachable_index_are_one_line(tmp_path: P
     proc = subprocess.run([sys.executable, str(REPO / "docker" / "lock_preflight.py"), str(empty)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and proc.stderr.strip().endswith("pins nothing")
+
+
+def _script():  # scripts/image_check.py, loaded as a module
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("image_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_failed_build_is_explained_by_its_failing_step() -> None:
+    ic = _script()
+    # an earlier step's success line, then the engine failing by itself (the disk full while
+    # it committed the layer): the engine's error, cut to its end, where the cause is
+    log = "\n".join([
+        "STEP 11/33: RUN bash docker/install-stack.sh gpu preflight",
+        "lock preflight ok: all 133 pins of lock have a file on https://pypi.org/simple",
+        "STEP 12/33: RUN bash docker/install-stack.sh gpu locked",
+        "ERROR: a pip complaint that did not fail the step",
+        "cuda-home: nvcc 13.0 in /opt/venv/lib/python3.11/site-packages/nvidia/cu13",
+        "Error: committing container for step {" + "x" * 2000
+        + "}: processing tar file(write libtriton.so: no space left on device): exit status 1",
+    ])
+    reason = ic.build_failure_reason(log)
+    assert reason.startswith("Error: … ") and reason.endswith(
+        "no space left on device): exit status 1")
+    assert len(reason) < 400
+    # a RUN command that failed: its own line, not the engine's "building at STEP"
+    broken = "\n".join(["STEP 11/33: RUN bash docker/install-stack.sh gpu preflight",
+                         "lock-preflight: lock cannot be installed: x==1 (no such project)",
+                         "Error: building at STEP \"RUN ...\": while running runtime: exit "
+                         "status 1"])
+    assert ic.build_failure_reason(broken) == (
+        "lock-preflight: lock cannot be installed: x==1 (no such project)")
+    pip = broken.replace("lock-preflight: lock cannot be installed: x==1 (no such project)",
+                         "ERROR: No matching distribution found for torch==9.9")
+    assert ic.build_failure_reason(pip) == "ERROR: No matching distribution found for torch==9.9"
