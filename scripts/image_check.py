@@ -150,7 +150,9 @@ def build(engine: str, base: str, candidate: str, target: str = "cpu",
     iid = Path(tempfile.mkdtemp(prefix="snnbench-iid-")) / "iid"
     argv += ["--iidfile", str(iid), str(REPO)]
     start = time.monotonic()
-    log = Path(tempfile.gettempdir()) / f"snnbench-image-build-{target}.log"
+    # one log per check process: two checks at once (a test beside make image-check-gpu) must
+    # not write into each other's
+    log = Path(tempfile.gettempdir()) / f"snnbench-image-build-{target}-{os.getpid()}.log"
     with log.open("w") as out:
         proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=engine_env(engine),
                               stdin=subprocess.DEVNULL, timeout=7200)
@@ -162,6 +164,7 @@ def build(engine: str, base: str, candidate: str, target: str = "cpu",
                      f"{proc.returncode} after {took:.0f} s; log: {log})")
     image_id = iid.read_text().strip()
     shutil.rmtree(iid.parent, ignore_errors=True)
+    log.unlink(missing_ok=True)  # kept only where a failure message names it
     return image_id, took, cache_summary(text)
 
 
@@ -368,6 +371,9 @@ def broken_lock_refused(engine: str, base: str, lock: Path, extra_args: Sequence
         if tagged.returncode == 0:
             raise Failed(f"the broken lock {rel} left an image tagged {tag}") from None
         say(f"a broken lock fails the build with one line and tags nothing: {line}")
+        expected = re.search(r"; log: (\S+)\)$", line)
+        if expected:  # the failure was the point: its log is no evidence of anything wrong
+            Path(expected[1]).unlink(missing_ok=True)
         return
     subprocess.run([engine, "rmi", tag], capture_output=True, env=env)
     raise Failed(f"the GPU image built from the broken lock {rel}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,6 +162,10 @@ def test_a_broken_gpu_lock_fails_with_one_line_and_tags_nothing(tmp_path: Path) 
     assert len(lines) == 1, lines
     assert lines[0].startswith("image-check: FAILED: lock-preflight: ")
     assert "snnbench-no-such-package==0.0.1 (no such project)" in lines[0]
+    # the build's log is kept, under a name of its own (another check may run beside it)
+    log = Path(re.search(r"; log: (\S+)\)$", lines[0])[1])
+    assert log.name.startswith("snnbench-image-build-gpu-") and log.exists()
+    log.unlink()
     calls = _calls(tmp_path / "calls.log")
     assert not [c for c in calls if c[0] == "tag"]
     build = next(c for c in calls if c[0] == "build")
@@ -175,6 +180,9 @@ def test_image_check_gpu_first_proves_a_broken_lock_is_refused(tmp_path: Path) -
                                               FAKE_RUN_FAILS="1"), timeout=120)
     assert "a broken lock fails the build with one line and tags nothing: lock-preflight:" in (
         proc.stdout)
+    # that failure was expected: its log is not left behind
+    expected = re.search(r"; log: (\S+)\)\n", proc.stdout)
+    assert expected and not Path(expected[1]).exists()
     builds = [c for c in _calls(tmp_path / "calls.log") if c[0] == "build"]
     # the broken lock first, then the image and its cached rebuild: both from the real lock,
     # the CUDA sources for one architecture, everything else from the same base as the CPU image
