@@ -59,7 +59,7 @@ BROKEN_GPU_LOCK = REPO / "tests" / "data" / "requirements-gpu-broken.txt"
 #: lines a failed build's log gives as its reason, most specific first
 REASON_PREFIXES = ("lock-preflight: ", "install-stack: ", "ERROR: ", "Error: ")
 #: what an adapter that needs CUDA says in the GPU image on a machine without a GPU
-NO_GPU_VISIBLE = ("no CUDA device is visible", "no GPU is visible", "no GPU visible")
+NO_GPU_VISIBLE = re.compile(r"no (CUDA device|GPU)( is)? visible")
 #: the adapters the in-image run and verify use: the reference and our fused backend
 SMOKE_ADAPTERS = "torch,fused"
 
@@ -296,7 +296,7 @@ def unavailable_ok(reason: str, target: str) -> bool:
     image, because it is CUDA only; in the GPU image (checked without a GPU), only because no
     GPU is visible: not because anything is missing."""
     if target == "gpu":
-        return any(text in reason for text in NO_GPU_VISIBLE)
+        return NO_GPU_VISIBLE.search(reason) is not None
     return "CUDA only" in reason
 
 

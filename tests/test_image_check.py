@@ -337,3 +337,18 @@ def test_a_failed_build_is_explained_by_its_failing_step() -> None:
     pip = broken.replace("lock-preflight: lock cannot be installed: x==1 (no such project)",
                          "ERROR: No matching distribution found for torch==9.9")
     assert ic.build_failure_reason(pip) == "ERROR: No matching distribution found for torch==9.9"
+
+
+def test_in_the_gpu_image_only_a_missing_gpu_excuses_an_adapter() -> None:
+    ic = _script()
+    # the reasons the CUDA-only adapters give in the GPU image on a machine without a GPU
+    for reason in ("CUDA only: no CUDA device is visible to torch",
+                   "CUDA only: no CUDA device visible to torch (CPU-only build or no GPU)",
+                   "needs a GPU: no GPU is visible"):
+        assert ic.unavailable_ok(reason, "gpu"), reason
+    # ...and what must fail the check there, though the CPU image accepts the first
+    for reason in ("CUDA only: torch 2.13.0+cpu is a CPU build (needs CUDA torch + nvcc)",
+                   "CUDA extension not importable: ModuleNotFoundError: exodus_cuda",
+                   "cannot import lava (ModuleNotFoundError)"):
+        assert not ic.unavailable_ok(reason, "gpu"), reason
+    assert ic.unavailable_ok("CUDA only: torch 2.13.0+cpu is a CPU build", "cpu")
