@@ -245,6 +245,9 @@ def test_a_broken_gpu_lock_fails_a_real_build_before_any_download(tmp_path: Path
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("image-check: FAILED: lock-preflight: ")
     assert "snnbench-no-such-package==0.0.1 (no such project)" in lines[0]
+    kept = re.search(r"; log: (\S+)\)$", lines[0])
+    assert kept is not None
+    Path(kept[1]).unlink()  # a failure's log is kept for its reader: here, the test
     env = {**os.environ, "CONTAINERS_CONF": str(REPO / "docker" / "base" / "containers.conf")}
     for name in (tag, f"{tag}-candidate"):
         assert subprocess.run(["podman", "image", "inspect", name], capture_output=True,
