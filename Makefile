@@ -29,7 +29,7 @@ GPU_ARCHS ?=
 GPU_SETUP_ARGS ?=
 GPU_CHECK_ARGS ?=
 
-.PHONY: help setup bench test lint typecheck imports check dist-check image-check regress clean valgrind \
+.PHONY: help setup bench test lint typecheck imports check dist-check image-check image-check-gpu regress clean valgrind \
 	gpu-setup gpu-check gpu-wheelhouse
 
 help:
@@ -38,6 +38,7 @@ help:
 	@echo "make check     ruff + mypy + the import layers (lint-imports)"
 	@echo "make dist-check  build the sdist and wheel, install the wheel in a fresh venv, use it"
 	@echo "make image-check build the CPU image with podman (or docker) and use it"
+	@echo "make image-check-gpu  the same for the GPU image, checked without a GPU"
 	@echo "make regress   CPU smoke run compared against results/baselines/cpu-smoke"
 	@echo "make slurm-check  (root) a single-node Slurm, without and with accounting: the"
 	@echo "                  real-Slurm tests against it (slurm.mk, docs/executors.md)"
@@ -88,6 +89,17 @@ dist-check: setup
 IMAGE_CHECK_ARGS ?=
 image-check:
 	python3 scripts/image_check.py $(IMAGE_CHECK_ARGS)
+
+# The GPU image, built and checked on a machine without a GPU (docker/README.md, "What was
+# checked here"): the same Debian base, every CUDA part from the package index (the compiler
+# too, as wheels), the same lock as make gpu-setup. First a broken lock must fail the build at
+# its preflight with one line and tag nothing; then the image is built (cold, then cached: both
+# times and its size printed), its libraries checked, lava-dl's JIT extension built in it, list,
+# verify, a CPU run onto a mounted folder. Tagged snnbench:gpu only when every check passed.
+# IMAGE_CHECK_GPU_ARGS: e.g. --arch-list "8.0;9.0" (default 9.0, one architecture: CI's time).
+IMAGE_CHECK_GPU_ARGS ?=
+image-check-gpu:
+	python3 scripts/image_check.py --target gpu $(IMAGE_CHECK_GPU_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check snnbench tests docker examples scripts benchmarks

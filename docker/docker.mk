@@ -6,6 +6,8 @@
 #   make docker-bench DOCKER_TARGET=cpu CONFIG=default     the same in the CPU image
 #   make docker-shell                  a shell in the image, ./results mounted
 #   make docker-verify                 check the image's stack against its lock (and the GPU)
+#   make docker-gpu-check              the GPU image's gpu-check on this GPU box (docker/README.md;
+#                                      podman: DOCKER=podman DOCKER_GPU_FLAGS="--device nvidia.com/gpu=all")
 #   make docker-lock                   regenerate docker/requirements-*.txt (needs uv)
 #   make docker-lint                   hadolint on docker/Dockerfile
 #
@@ -57,7 +59,7 @@ define docker_outside_resolver
 endef
 
 .PHONY: docker-build docker-build-gpu docker-build-cpu docker-bench docker-shell docker-verify \
-	docker-lock docker-lint
+	docker-gpu-check docker-lock docker-lint
 
 docker-build: docker-build-gpu docker-build-cpu
 
@@ -99,6 +101,19 @@ docker-verify:
 	$(DOCKER) run --rm $(DOCKER_GPU_FLAGS) --workdir /opt/snnbench --entrypoint python $(DOCKER_TAG) \
 		docker/verify_stack.py --lock snnbench/locks/requirements-$(DOCKER_TARGET).txt \
 		--target $(DOCKER_TARGET) $(if $(filter gpu,$(DOCKER_TARGET)),--require-device)
+
+# python -m snnbench.gpu_check in the GPU image (set-up report, verify on CUDA, a light
+# opennm-2024 run, the report): its folder lands in $(DOCKER_RESULTS)/gpu-check-<date>-<gpu>.
+# tini stays PID 1 (--entrypoint replaces the image's, so it is named again).
+docker-gpu-check:
+	@mkdir -p $(DOCKER_RESULTS)
+	@digest=$$($(DOCKER) image inspect --format '{{.Id}}' $(DOCKER_IMAGE):gpu) \
+		|| { echo "no image $(DOCKER_IMAGE):gpu: run 'make docker-build-gpu'" >&2; exit 2; }; \
+	set -x; \
+	$(DOCKER) run --rm $(or $(DOCKER_GPU_FLAGS),--gpus all) --user "$$(id -u):$$(id -g)" \
+		-e SNNBENCH_IMAGE_TAG=$(DOCKER_IMAGE):gpu -e SNNBENCH_IMAGE_DIGEST="$$digest" \
+		-v "$(DOCKER_RESULTS):/results" $(DOCKER_RUN_ARGS) --entrypoint /usr/bin/tini \
+		$(DOCKER_IMAGE):gpu -s -- python -m snnbench.gpu_check $(GPU_CHECK_ARGS)
 
 docker-lock:
 	$(UV) pip compile pyproject.toml docker/requirements-gpu.in --extra all \

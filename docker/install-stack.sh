@@ -4,12 +4,24 @@
 # install in a plain venv (docker/README.md, "What was checked here").
 #
 #   docker/install-stack.sh TARGET STEP
-#     TARGET  gpu | cpu      the lock is snnbench/locks/requirements-TARGET.txt
-#     STEP    tools    pip, setuptools, wheel, setuptools-scm, ninja (every later build runs
+#     TARGET  gpu | cpu      the lock is snnbench/locks/requirements-TARGET.txt ($LOCK overrides)
+#     STEP    preflight  every pin of the lock has a file on the index for this Python
+#                      (docker/lock_preflight.py: one request per package, no wheel downloaded):
+#                      a broken lock fails here in seconds, with one line, before GBs arrive
+#             tools    pip, setuptools, wheel, setuptools-scm, ninja (every later build runs
 #                      with --no-build-isolation, against exactly these)
 #             torch    cpu only: torch and torchvision from $TORCH_INDEX (the PyTorch CPU index;
 #                      set TORCH_INDEX= to use pip's configured indexes instead)
 #             locked   every other pin of the resolved part of the lock, --no-deps
+#             locked-cuda, locked-torch   gpu only: the CUDA wheels (nvidia-*, cuda-*), then
+#                      torch, triton and torchvision, each its own layer before `locked`
+#                      (which then skips them: already installed at the pinned version). One
+#                      8 GB layer needs about three times its size free while the engine
+#                      commits it; parts of at most ~4 GB fit where that did not.
+#             cuda-home  gpu only: make $CUDA_HOME, when it is the nvidia/cu13 folder of the
+#                      CUDA wheels (nvcc, crt, nvvm, cccl, the runtime's headers), look like a
+#                      toolkit to nvcc and torch's extension builder (the links they expect);
+#                      a CUDA_HOME elsewhere (a real toolkit) is left alone
 #             native   gpu only: python -m snnbench.gpu_setup, the recipe of `make gpu-setup`:
 #                      SpikingJelly from its sdist with its native CUDA operators and
 #                      sinabs-exodus from its sdist, both compiled against the installed torch
@@ -22,14 +34,14 @@
 # Every install is --no-deps: the lock is the complete list, so nothing is resolved here.
 set -euo pipefail
 
-usage="usage: $0 gpu|cpu tools|torch|locked|native|outside|project|all"
+usage="usage: $0 gpu|cpu preflight|tools|torch|locked|locked-cuda|locked-torch|cuda-home|native|outside|project|all"
 target=${1:?$usage}
 step=${2:?$usage}
 case $target in gpu | cpu) ;; *) echo "$usage" >&2; exit 2 ;; esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
-lock=$root/snnbench/locks/requirements-$target.txt
+lock=${LOCK:-$root/snnbench/locks/requirements-$target.txt}
 python=${PYTHON:-python}
 pip=("$python" -m pip install --no-deps --no-cache-dir --disable-pip-version-check)
 marker='^# >>> installed outside the resolver'
@@ -49,6 +61,10 @@ pin() {
         return 1
     fi
     echo "$line"
+}
+
+step_preflight() {
+    "$python" "$here/lock_preflight.py" "$lock"
 }
 
 step_tools() {
@@ -72,6 +88,40 @@ step_locked() {
     fi
     resolved | grep -Ev "$skip" >"$work/locked.txt"
     "${pip[@]}" --no-build-isolation -r "$work/locked.txt"
+}
+
+step_cuda_home() {
+    [[ $target == gpu ]] || return 0
+    : "${CUDA_HOME:?set CUDA_HOME: a CUDA toolkit, or the nvidia/cu13 folder of the CUDA wheels}"
+    [[ -x $CUDA_HOME/bin/nvcc ]] || { echo "install-stack: no nvcc in CUDA_HOME=$CUDA_HOME" >&2; return 1; }
+    if [[ $CUDA_HOME == */site-packages/nvidia/cu* ]]; then
+        # nvcc.profile puts $TOP/targets/x86_64-linux/{include,lib} (and include/cccl) on its
+        # paths, as the toolkit lays them out; the wheels put them straight into include/ and
+        # lib/. torch links -lcudart, and the runtime wheel brings only libcudart.so.13.
+        mkdir -p "$CUDA_HOME/targets/x86_64-linux"
+        ln -sfn ../../include "$CUDA_HOME/targets/x86_64-linux/include"
+        ln -sfn ../../lib "$CUDA_HOME/targets/x86_64-linux/lib"
+        local so
+        so=$(cd "$CUDA_HOME/lib" && ls libcudart.so.* | head -n 1)
+        ln -sfn "$so" "$CUDA_HOME/lib/libcudart.so"
+    fi
+    # every torch extension includes Python.h (a base whose Python lacks it: python3-dev)
+    local include
+    include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    [[ -e $include/Python.h ]] || {
+        echo "install-stack: no Python.h in $include: CUDA extensions cannot be built" >&2
+        return 1
+    }
+    local release
+    release=$("$CUDA_HOME/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+    echo "cuda-home: nvcc $release in $CUDA_HOME"
+}
+
+step_locked_part() {
+    [[ $target == gpu ]] || return 0
+    local pattern=$1
+    resolved | grep -E "$pattern" >"$work/part.txt"
+    "${pip[@]}" --no-build-isolation -r "$work/part.txt"
 }
 
 step_native() {
@@ -109,7 +159,10 @@ step_project() {
 }
 
 case $step in
-    tools | torch | locked | native | outside | project) "step_$step" ;;
-    all) for s in tools torch locked native outside project; do "step_$s"; done ;;
+    preflight | tools | torch | locked | native | outside | project) "step_$step" ;;
+    cuda-home) step_cuda_home ;;
+    locked-cuda) step_locked_part '^(nvidia-|cuda-)' ;;
+    locked-torch) step_locked_part '^(torch|triton|torchvision)==' ;;
+    all) for s in preflight tools torch locked cuda_home native outside project; do "step_$s"; done ;;
     *) echo "$usage" >&2; exit 2 ;;
 esac

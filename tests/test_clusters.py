@@ -325,7 +325,7 @@ def test_apptainer_definition_is_built_from_the_gpu_docker_stage() -> None:
     header = [line for line in text.splitlines() if line and not line.startswith("#")][:2]
     assert header == ["Bootstrap: docker-daemon", "From: snnbench:gpu"]
     # snnbench:gpu is what `make docker-build-gpu` tags from the Dockerfile's gpu stage
-    assert "FROM ${CUDA_IMAGE} AS gpu" in (REPO / "docker" / "Dockerfile").read_text()
+    assert "FROM ${PYTHON_IMAGE} AS gpu" in (REPO / "docker" / "Dockerfile").read_text()
     assert "$(DOCKER_IMAGE):$*" in (REPO / "docker" / "docker.mk").read_text()
     sections = {line.split()[0] for line in text.splitlines() if line.startswith("%")}
     assert sections == {"%labels", "%environment", "%runscript", "%test"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import stat
@@ -249,14 +250,27 @@ def test_every_adapter_library_is_pinned_for_the_gpu_stage() -> None:
 def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     gpu = stages()["gpu"]
     commands = runs(gpu)
-    called = set(re.findall(r"install-stack\.sh gpu (\w+)", commands))
+    called = set(re.findall(r"install-stack\.sh gpu ([\w-]+)", commands))
     # torch: the CPU stage's own index only; outside (lava-dl): snnbench.gpu_setup, which the
-    # native step runs, so the package must be in the image before that step
-    assert called == set(INSTALL_STEPS) - {"torch", "outside"}
+    # native step runs, so the package must be in the image before that step; preflight and
+    # cuda-home: the GPU stage's own (the lock checked before any download; CUDA_HOME in the
+    # CUDA wheels)
+    assert called == set(INSTALL_STEPS) - {"torch", "outside"} | {
+        "preflight", "cuda-home", "locked-cuda", "locked-torch"}
+    # the CUDA wheels and torch in layers of their own, before the rest (a single 8 GB layer
+    # did not fit the disk while podman committed it)
+    order = [step for step in re.findall(r"install-stack\.sh gpu ([\w-]+)", commands)]
+    assert order.index("locked-cuda") < order.index("locked-torch") < order.index("locked")
     words = [(word, rest) for word, rest in gpu["instructions"] if word in ("COPY", "RUN")]
     copied = words.index(("COPY", "snnbench/gpu_setup/ snnbench/gpu_setup/"))
     native = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu native" in rest)
     assert copied < native
+    # a lock that cannot install fails before the GBs: its own layer, ahead of every download
+    preflight = words.index(("RUN", "bash docker/install-stack.sh gpu preflight"))
+    tools = next(i for i, (word, rest) in enumerate(words) if "install-stack.sh gpu tools" in rest)
+    assert preflight < tools
+    assert ("COPY", "${GPU_LOCK} snnbench/locks/requirements-gpu.txt") in words
+    assert gpu["args"]["GPU_LOCK"] == "snnbench/locks/requirements-gpu.txt"
     assert "verify_stack.py --lock snnbench/locks/requirements-gpu.txt --target gpu" in commands
     args = gpu["args"]
     assert "TORCH_CUDA_ARCH_LIST" in args and "9.0" in args["TORCH_CUDA_ARCH_LIST"].split(";")
@@ -264,6 +278,25 @@ def test_gpu_stage_runs_every_install_step_and_verifies() -> None:
     assert set(re.findall(r"install-stack\.sh cpu (\w+)", cpu_commands)) == (
         set(INSTALL_STEPS) - {"native"})
     assert "verify_stack.py --lock snnbench/locks/requirements-cpu.txt --target cpu" in cpu_commands
+
+
+def test_gpu_stage_needs_no_container_registry() -> None:
+    # issue 37: the GPU stage starts from the CPU stage's Python base (made locally from the
+    # Debian mirror by make image-check*) and takes CUDA, compiler included, from the index
+    found = stages()
+    assert found["gpu"]["from"] == found["cpu"]["from"] == "python:3.11.18-slim"
+    text = DOCKERFILE.read_text()
+    assert "COPY --from" not in text and "nvidia/cuda:" not in "\n".join(
+        rest for word, rest in instructions(text) if word in ("FROM", "ARG"))
+    home = found["gpu"]["args"]["CUDA_HOME"]
+    assert home == "/opt/venv/lib/python3.11/site-packages/nvidia/cu13"
+    env = " ".join(rest for word, rest in found["gpu"]["instructions"] if word == "ENV")
+    assert "CUDA_HOME=${CUDA_HOME}" in env
+    pins = lock_pins("gpu")
+    # nvcc, its front end's headers, cicc/libdevice, CCCL, the runtime's headers and library
+    for name in ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl",
+                 "nvidia-cuda-runtime"):
+        assert name in pins and not pins[name].outside_resolver, name
 
 
 @pytest.mark.parametrize("target", ["gpu", "cpu"])
@@ -292,19 +325,19 @@ def test_image_runtime_contract(target: str) -> None:
 
 TOOLKIT_COMPONENTS = ("cuda-toolkit", "cuda-bindings", "nvidia-cuda-runtime",
                       "nvidia-cuda-nvrtc", "nvidia-cuda-nvcc", "nvidia-cuda-crt",
-                      "nvidia-cuda-cupti", "nvidia-nvjitlink", "nvidia-nvvm")
+                      "nvidia-cuda-cccl", "nvidia-cuda-cupti", "nvidia-nvjitlink", "nvidia-nvvm")
 
 
-def cuda_problems(base_tag: str, pins: dict[str, str], texts: list[str]) -> list[str]:
-    """Disagreements between the base image's CUDA, the pinned CUDA wheels and PyTorch indexes.
+def cuda_problems(pins: dict[str, str], texts: list[str]) -> list[str]:
+    """Disagreements between the compiler's CUDA (the nvidia-cuda-nvcc wheel: the image's
+    CUDA_HOME), the other pinned CUDA wheels and PyTorch indexes.
 
     ``pins`` maps canonical names to versions; ``texts`` are files that may name a PyTorch
     wheel index (``download.pytorch.org/whl/cuXYZ``).
     """
-    match = re.fullmatch(r"nvidia/cuda:(\d+)\.(\d+)\.\d+-(?:cudnn-)?devel-ubuntu[\d.]+", base_tag)
-    if not match:
-        return [f"base image {base_tag} is not an nvidia/cuda devel image"]
-    base = (int(match[1]), int(match[2]))
+    if "nvidia-cuda-nvcc" not in pins:
+        return ["no nvidia-cuda-nvcc pin: the image would have no CUDA compiler"]
+    base = vs.major_minor(pins["nvidia-cuda-nvcc"])
     problems = []
     runtime = pins.get("nvidia-cuda-runtime")
     if runtime is None:
@@ -312,14 +345,14 @@ def cuda_problems(base_tag: str, pins: dict[str, str], texts: list[str]) -> list
     else:
         torch_cuda = vs.major_minor(runtime)
         if torch_cuda[0] != base[0] or base < torch_cuda:
-            problems.append(f"torch's CUDA runtime {runtime} vs base image CUDA {base}")
+            problems.append(f"torch's CUDA runtime {runtime} vs nvcc's CUDA {base}")
     for name in TOOLKIT_COMPONENTS:
         if name in pins and vs.major_minor(pins[name]) != base:
             problems.append(f"{name}=={pins[name]} is not CUDA {base[0]}.{base[1]}")
     for text in texts:
         for xyz in re.findall(r"download\.pytorch\.org/whl/cu(\d+)", text):
             if (int(xyz[:-1]), int(xyz[-1])) != base:
-                problems.append(f"PyTorch index cu{xyz} vs base image CUDA {base}")
+                problems.append(f"PyTorch index cu{xyz} vs nvcc's CUDA {base}")
     majors = vs.cuda_majors_in_names(pins)
     problems += [f"{name} is for CUDA {major}" for name, major in majors.items()
                  if major != base[0]]
@@ -328,35 +361,36 @@ def cuda_problems(base_tag: str, pins: dict[str, str], texts: list[str]) -> list
     return problems
 
 
-def _gpu_inputs() -> tuple[str, dict[str, str], list[str]]:
-    base = stages()["gpu"]["from"]
+def _gpu_inputs() -> tuple[dict[str, str], list[str]]:
     pins = {name: pin.version for name, pin in lock_pins("gpu").items()}
     texts = [DOCKERFILE.read_text(), (DOCKER / "install-stack.sh").read_text(),
              (DOCKER / "requirements-gpu.in").read_text()]
-    return base, pins, texts
+    return pins, texts
 
 
-def test_cuda_versions_agree_across_base_torch_jax_and_wheels() -> None:
-    base, pins, texts = _gpu_inputs()
-    assert base == "nvidia/cuda:13.0.3-devel-ubuntu24.04"
+def test_cuda_versions_agree_across_compiler_torch_jax_and_wheels() -> None:
+    pins, texts = _gpu_inputs()
+    assert pins["nvidia-cuda-nvcc"].startswith("13.0.")
     assert pins["torch"] == "2.13.0" and pins["cuda-toolkit"].startswith("13.0.")
     assert pins["jax-cuda13-plugin"] == pins["jax"] == pins["jaxlib"]
-    assert cuda_problems(base, pins, texts) == []
+    assert cuda_problems(pins, texts) == []
 
 
 def test_cuda_check_catches_mixed_majors() -> None:
-    base, pins, texts = _gpu_inputs()
-    assert cuda_problems(base, {**pins, "nvidia-cudnn-cu12": "9.10.2.21"}, texts) == [
+    pins, texts = _gpu_inputs()
+    assert cuda_problems({**pins, "nvidia-cudnn-cu12": "9.10.2.21"}, texts) == [
         "nvidia-cudnn-cu12 is for CUDA 12"]
-    assert cuda_problems(base, {**pins, "nvidia-cuda-nvcc": "13.5.37"}, texts) == [
-        "nvidia-cuda-nvcc==13.5.37 is not CUDA 13.0"]
-    assert cuda_problems(base, pins, [*texts, "https://download.pytorch.org/whl/cu128"]) == [
-        "PyTorch index cu128 vs base image CUDA (13, 0)"]
-    assert cuda_problems("nvidia/cuda:12.8.1-devel-ubuntu24.04", pins, texts)[0].startswith(
-        "torch's CUDA runtime 13.0.96")
+    assert cuda_problems({**pins, "nvidia-cuda-cccl": "13.5.37"}, texts) == [
+        "nvidia-cuda-cccl==13.5.37 is not CUDA 13.0"]
+    assert cuda_problems(pins, [*texts, "https://download.pytorch.org/whl/cu128"]) == [
+        "PyTorch index cu128 vs nvcc's CUDA (13, 0)"]
+    assert cuda_problems({**pins, "nvidia-cuda-nvcc": "12.8.93"}, texts)[0].startswith(
+        "torch's CUDA runtime 13.0.96 vs nvcc's CUDA (12, 8)")
     no_jax = {k: v for k, v in pins.items() if not k.startswith("jax-cuda")}
-    assert cuda_problems(base, no_jax, texts) == ["no jax-cuda13-plugin: JAX would not use the GPU"]
-    assert cuda_problems("nvidia/cuda:13.0.3-runtime-ubuntu24.04", pins, texts) != []
+    assert cuda_problems(no_jax, texts) == ["no jax-cuda13-plugin: JAX would not use the GPU"]
+    no_nvcc = {k: v for k, v in pins.items() if k != "nvidia-cuda-nvcc"}
+    assert cuda_problems(no_nvcc, texts) == [
+        "no nvidia-cuda-nvcc pin: the image would have no CUDA compiler"]
 
 
 def test_cpu_lock_has_no_cuda_wheels() -> None:
@@ -588,6 +622,57 @@ def test_install_stack_native_step_needs_an_arch_list(tmp_path: Path) -> None:
                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
                             timeout=60)
     assert result.returncode != 0 and "TORCH_CUDA_ARCH_LIST" in result.stderr
+
+
+def _cuda_home_step(tmp_path: Path, home: Path, with_python_h: bool = True
+                    ) -> subprocess.CompletedProcess[str]:
+    """install-stack.sh gpu cuda-home with a stand-in nvcc in ``home`` and a stand-in python
+    whose include folder has (or lacks) Python.h."""
+    (home / "bin").mkdir(parents=True)
+    (home / "lib").mkdir()
+    (home / "include").mkdir()
+    (home / "lib" / "libcudart.so.13").write_bytes(b"")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    include = tmp_path / "include"
+    include.mkdir()
+    if with_python_h:
+        (include / "Python.h").write_text("")
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\necho {include}\n")
+    fake.chmod(0o755)
+    return subprocess.run(["bash", str(DOCKER / "install-stack.sh"), "gpu", "cuda-home"],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake),
+                               "CUDA_HOME": str(home)})
+
+
+def test_cuda_home_step_makes_the_compiler_wheels_look_like_a_toolkit(tmp_path: Path) -> None:
+    # issue 37: nvcc.profile looks in targets/x86_64-linux/{include,lib}, torch links -lcudart
+    home = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
+    result = _cuda_home_step(tmp_path, home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"cuda-home: nvcc 13.0 in {home}"
+    target = home / "targets" / "x86_64-linux"
+    assert (target / "include").resolve() == (home / "include").resolve()
+    assert (target / "lib").resolve() == (home / "lib").resolve()
+    assert os.readlink(home / "lib" / "libcudart.so") == "libcudart.so.13"
+
+
+def test_cuda_home_step_leaves_a_real_toolkit_alone(tmp_path: Path) -> None:
+    home = tmp_path / "usr" / "local" / "cuda"
+    result = _cuda_home_step(tmp_path, home)
+    assert result.returncode == 0, result.stderr
+    assert not (home / "targets").exists() and not (home / "lib" / "libcudart.so").exists()
+
+
+def test_cuda_home_step_without_python_h_is_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "site-packages" / "nvidia" / "cu13"
+    result = _cuda_home_step(tmp_path, home, with_python_h=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"install-stack: no Python.h in {tmp_path / 'include'}: CUDA extensions cannot be built"]
 
 
 # -------------------------------------------------------------------------- verify_stack.py

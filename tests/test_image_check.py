@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -32,6 +36,14 @@ if cmd == "image" and args[1] == "inspect":
         print("4150000000"); sys.exit(0)
     sys.exit(0 if name in os.environ.get("FAKE_IMAGES", "").split(",") else 1)
 if cmd == "build":
+    broken = [a for a in args if a.startswith("GPU_LOCK=")]
+    if broken and not os.environ.get("FAKE_BROKEN_LOCK_BUILDS"):
+        print("STEP 14/31: RUN bash docker/install-stack.sh gpu preflight")
+        print("lock-preflight: /opt/snnbench/snnbench/locks/requirements-gpu.txt cannot be "
+              "installed: snnbench-no-such-package==0.0.1 (no such project)")
+        print("Error: building at STEP \"RUN bash docker/install-stack.sh gpu preflight\": "
+              "exit status 1")
+        sys.exit(1)
     iid = args[args.index("--iidfile") + 1]
     open(iid, "w").write("sha256:" + "c" * 64)
     sys.exit(0)
@@ -131,3 +143,215 @@ def test_a_local_torch_wheel_is_mounted_not_baked_in(tmp_path: Path) -> None:
     assert f"{wheels}:{wheels}:ro" in build
     assert "TORCH_INDEX=" in build and f"PIP_FIND_LINKS={wheels}" in build
     assert not any(arg.startswith("--env") or arg == "-e" for arg in build)
+
+
+# ------------------------------------------------------------ the GPU image (issue 37)
+
+BASES = "localhost/debian:bookworm,localhost/python:3.11-bookworm"
+BROKEN = REPO / "tests" / "data" / "requirements-gpu-broken.txt"
+
+
+def test_a_broken_gpu_lock_fails_with_one_line_and_tags_nothing(tmp_path: Path) -> None:
+    folder = _bin(tmp_path)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "gpu", "--lock", str(BROKEN)],
+                          capture_output=True, text=True, env=_env(tmp_path, folder,
+                                                                   FAKE_IMAGES=BASES),
+                          timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("image-check: FAILED: lock-preflight: ")
+    assert "snnbench-no-such-package==0.0.1 (no such project)" in lines[0]
+    # the build's log is kept, under a name of its own (another check may run beside it)
+    log = Path(re.search(r"; log: (\S+)\)$", lines[0])[1])
+    assert log.name.startswith("snnbench-image-build-gpu-") and log.exists()
+    log.unlink()
+    calls = _calls(tmp_path / "calls.log")
+    assert not [c for c in calls if c[0] == "tag"]
+    build = next(c for c in calls if c[0] == "build")
+    assert "GPU_LOCK=tests/data/requirements-gpu-broken.txt" in build
+    assert ["rmi", "snnbench:gpu-candidate"] in calls
+
+
+def test_image_check_gpu_first_proves_a_broken_lock_is_refused(tmp_path: Path) -> None:
+    folder = _bin(tmp_path)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "gpu"], capture_output=True,
+                          text=True, env=_env(tmp_path, folder, FAKE_IMAGES=BASES,
+                                              FAKE_RUN_FAILS="1"), timeout=120)
+    assert "a broken lock fails the build with one line and tags nothing: lock-preflight:" in (
+        proc.stdout)
+    # that failure was expected: its log is not left behind
+    expected = re.search(r"; log: (\S+)\)\n", proc.stdout)
+    assert expected and not Path(expected[1]).exists()
+    builds = [c for c in _calls(tmp_path / "calls.log") if c[0] == "build"]
+    # the broken lock first, then the image and its cached rebuild: both from the real lock,
+    # the CUDA sources for one architecture, everything else from the same base as the CPU image
+    assert "GPU_LOCK=tests/data/requirements-gpu-broken.txt" in builds[0]
+    assert len(builds) == 3 and not [a for b in builds[1:] for a in b if a.startswith("GPU_LOCK")]
+    for build in builds:
+        assert build[build.index("--target") + 1] == "gpu"
+        assert "PYTHON_IMAGE=localhost/python:3.11-bookworm" in build
+        assert "TORCH_CUDA_ARCH_LIST=9.0" in build
+    assert "figures: gpu image 4.15 GB; first build" in proc.stdout
+    assert "cached rebuild" in proc.stdout
+    # the image then failed its checks (FAKE_RUN_FAILS): never tagged
+    assert proc.returncode == 1
+    assert not [c for c in _calls(tmp_path / "calls.log") if c[0] == "tag"]
+
+
+def test_a_broken_lock_that_builds_fails_the_check(tmp_path: Path) -> None:
+    folder = _bin(tmp_path)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "gpu"], capture_output=True,
+                          text=True, env=_env(tmp_path, folder, FAKE_IMAGES=BASES,
+                                              FAKE_BROKEN_LOCK_BUILDS="1"), timeout=120)
+    assert proc.returncode == 1
+    assert "the GPU image built from the broken lock" in proc.stderr
+    calls = _calls(tmp_path / "calls.log")
+    assert ["rmi", "snnbench:gpu-broken-lock-check"] in calls
+    assert len([c for c in calls if c[0] == "build"]) == 1  # the real image is not built
+    assert not [c for c in calls if c[0] == "tag"]
+
+
+def test_lock_outside_the_repository_is_one_line_exit_2(tmp_path: Path) -> None:
+    folder = _bin(tmp_path)
+    lock = tmp_path / "lock.txt"
+    lock.write_text("torch==2.13.0\n")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "gpu", "--lock", str(lock)],
+                          capture_output=True, text=True,
+                          env=_env(tmp_path, folder, FAKE_IMAGES=BASES), timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not inside the repository" in lines[0]
+    assert not _calls(tmp_path / "calls.log")
+
+
+def _podman_with_base() -> bool:
+    if shutil.which("podman") is None:
+        return False
+    env = {**os.environ, "CONTAINERS_CONF": str(REPO / "docker" / "base" / "containers.conf")}
+    probe = subprocess.run(["podman", "image", "inspect", "localhost/python:3.11-bookworm"],
+                           capture_output=True, env=env, timeout=120)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _podman_with_base(), reason="needs podman and the local base image "
+                    "(make image-check makes it); make image-check-gpu runs the same check")
+def test_a_broken_gpu_lock_fails_a_real_build_before_any_download(tmp_path: Path) -> None:
+    # the real engine and image build: the preflight stops it in seconds (no wheel downloaded)
+    tag = f"snnbench:gpu-test-broken-{os.getpid()}"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--target", "gpu", "--lock", str(BROKEN),
+                           "--tag", tag], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("image-check: FAILED: lock-preflight: ")
+    assert "snnbench-no-such-package==0.0.1 (no such project)" in lines[0]
+    kept = re.search(r"; log: (\S+)\)$", lines[0])
+    assert kept is not None
+    Path(kept[1]).unlink()  # a failure's log is kept for its reader: here, the test
+    env = {**os.environ, "CONTAINERS_CONF": str(REPO / "docker" / "base" / "containers.conf")}
+    for name in (tag, f"{tag}-candidate"):
+        assert subprocess.run(["podman", "image", "inspect", name], capture_output=True,
+                              env=env).returncode != 0, name
+
+
+def _preflight():  # docker/lock_preflight.py, a script, loaded as a module
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lock_preflight",
+                                                  REPO / "docker" / "lock_preflight.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lock_preflight_names_every_pin_that_cannot_install() -> None:
+    pf = _preflight()
+    from pip._vendor.packaging.tags import Tag
+    tags = frozenset({Tag("cp311", "cp311", "manylinux_2_28_x86_64"),
+                      Tag("py3", "none", "manylinux_2_17_x86_64"), Tag("py3", "none", "any")})
+    index = {
+        "torch": ["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                  "torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl"],
+        "winonly": ["winonly-1.0-cp311-cp311-win_amd64.whl"],
+        "sinabs-exodus": ["sinabs_exodus-2.0.0.tar.gz"],
+        "nvidia-cuda-nvcc": ["nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64"
+                             ".manylinux_2_17_x86_64.whl"],
+    }
+    lock = pf.pins("torch==2.13.0\n    # via x\nwinonly==1.0\nsinabs-exodus==2.0.0\n"
+                   "nvidia-cuda-nvcc==13.0.88\ntorch==2.99.0\nno-such==1.0\n# a comment\n")
+    assert len(lock) == 6
+    bad = pf.problems(lock, "https://index.invalid/simple", tags,
+                      fetch=lambda _index, name: index.get(name))
+    assert bad == ["winonly==1.0 (no file for this Python and platform)",
+                   "torch==2.99.0 (no file for this Python and platform)",
+                   "no-such==1.0 (no such project)"]
+
+
+def test_lock_preflight_misuse_and_an_unreachable_index_are_one_line(tmp_path: Path) -> None:
+    # the real index is not reached: an unreachable one is exit 2, one line
+    lock = tmp_path / "lock.txt"
+    lock.write_text("torch==2.13.0\n")
+    proc = subprocess.run([sys.executable, str(REPO / "docker" / "lock_preflight.py"), str(lock),
+                           "--index-url", "http://127.0.0.1:9/simple"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lock-preflight: cannot read the index")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    proc = subprocess.run([sys.executable, str(REPO / "docker" / "lock_preflight.py"), str(empty)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip().endswith("pins nothing")
+
+
+def _script():  # scripts/image_check.py, loaded as a module
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("image_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_failed_build_is_explained_by_its_failing_step() -> None:
+    ic = _script()
+    # an earlier step's success line, then the engine failing by itself (the disk full while
+    # it committed the layer): the engine's error, cut to its end, where the cause is
+    log = "\n".join([
+        "STEP 11/33: RUN bash docker/install-stack.sh gpu preflight",
+        "lock preflight ok: all 133 pins of lock have a file on https://pypi.org/simple",
+        "STEP 12/33: RUN bash docker/install-stack.sh gpu locked",
+        "ERROR: a pip complaint that did not fail the step",
+        "cuda-home: nvcc 13.0 in /opt/venv/lib/python3.11/site-packages/nvidia/cu13",
+        "Error: committing container for step {" + "x" * 2000
+        + "}: processing tar file(write libtriton.so: no space left on device): exit status 1",
+    ])
+    reason = ic.build_failure_reason(log)
+    assert reason.startswith("Error: … ") and reason.endswith(
+        "no space left on device): exit status 1")
+    assert len(reason) < 400
+    # a RUN command that failed: its own line, not the engine's "building at STEP"
+    broken = "\n".join(["STEP 11/33: RUN bash docker/install-stack.sh gpu preflight",
+                         "lock-preflight: lock cannot be installed: x==1 (no such project)",
+                         "Error: building at STEP \"RUN ...\": while running runtime: exit "
+                         "status 1"])
+    assert ic.build_failure_reason(broken) == (
+        "lock-preflight: lock cannot be installed: x==1 (no such project)")
+    pip = broken.replace("lock-preflight: lock cannot be installed: x==1 (no such project)",
+                         "ERROR: No matching distribution found for torch==9.9")
+    assert ic.build_failure_reason(pip) == "ERROR: No matching distribution found for torch==9.9"
+
+
+def test_in_the_gpu_image_only_a_missing_gpu_excuses_an_adapter() -> None:
+    ic = _script()
+    # the reasons the CUDA-only adapters give in the GPU image on a machine without a GPU
+    for reason in ("CUDA only: no CUDA device is visible to torch",
+                   "CUDA only: no CUDA device visible to torch (CPU-only build or no GPU)",
+                   "needs a GPU: no GPU is visible"):
+        assert ic.unavailable_ok(reason, "gpu"), reason
+    # ...and what must fail the check there, though the CPU image accepts the first
+    for reason in ("CUDA only: torch 2.13.0+cpu is a CPU build (needs CUDA torch + nvcc)",
+                   "CUDA extension not importable: ModuleNotFoundError: exodus_cuda",
+                   "cannot import lava (ModuleNotFoundError)"):
+        assert not ic.unavailable_ok(reason, "gpu"), reason
+    assert ic.unavailable_ok("CUDA only: torch 2.13.0+cpu is a CPU build", "cpu")
