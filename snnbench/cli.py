@@ -448,7 +448,7 @@ def run(
     start: Annotated[str | None, typer.Option(
         help="local: how each case's fresh worker process starts: fork (from a parent that "
         "imported the case's library once per sweep and touched no device), spawn (a new "
-        "interpreter per case, importing its library each time) or auto (default: fork on "
+        "interpreter per case, importing its library each time; the default) or auto (fork on "
         "Linux). Every row records which.", rich_help_panel=EXEC_PANEL)] = None,
     partition: Annotated[str | None, typer.Option(
         help="slurm: partition.", rich_help_panel=EXEC_PANEL)] = None,

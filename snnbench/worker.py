@@ -306,8 +306,10 @@ def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
 def references_folder(job: Job) -> Path | None:
     """Where the sweep keeps its networks' references: beside the job folders (the folder
     holding this job's own), so every case of a sweep shares them; None without a result
-    path (a job run in-process, as in tests)."""
-    if not job.result_path:
+    path (a job run in-process, as in tests) and for a cluster engine's task: such tasks own
+    their job folders and may outlive a killed sweep, so a folder shared beside them would
+    have no owner left to remove it (each case then computes its reference once, itself)."""
+    if not job.result_path or job.placement.executor != "local":
         return None
     return Path(job.result_path).parent.parent / REFERENCES_DIR
 

@@ -71,7 +71,7 @@ def test_a_library_that_leaves_a_thread_running_is_not_forked(tmp_path: Path,
                                                                process_tag: str) -> None:
     out = tmp_path / "run"
     proc = run_cli("run", *SMALL, "--adapters", "fake-thread-at-import", "--neurons", "8",
-                   "--out", str(out), env=_env(process_tag, tmp_path))
+                   "--start", "fork", "--out", str(out), env=_env(process_tag, tmp_path))
     assert proc.returncode == 0, proc.stderr
     [record] = [r for r in _records(out) if r.adapter == "fake-thread-at-import"]
     assert record.status == "ok" and record.start == "spawn"
@@ -87,7 +87,7 @@ def test_a_library_that_leaves_a_thread_running_is_not_forked(tmp_path: Path,
 def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
         tmp_path: Path, process_tag: str, sig: signal.Signals) -> None:
     out = tmp_path / "run"
-    proc = _start(out, process_tag, [])
+    proc = _start(out, process_tag, ["--start", "fork"])
     _wait_mid_sweep(out, proc)
     # the slow case runs forked from its zygote, which is alive with it
     assert any("snnbench.zygote" in p for p in tagged_processes(process_tag)), \
@@ -97,7 +97,7 @@ def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
 
 
 def test_start_is_checked() -> None:
-    assert ExecutorSettings().start == "auto"
+    assert ExecutorSettings().start == "spawn"  # fork is opt-in (docs/executors.md)
     assert ExecutorSettings(start="spawn").to_dict()["start"] == "spawn"
     assert ExecutorSettings.from_dict({"start": "fork"}).start == "fork"
     with pytest.raises(ExecutorError, match="start must be one of auto, fork, spawn"):
@@ -162,7 +162,7 @@ def test_a_library_environment_forks_from_a_zygote_of_its_own_interpreter(
     out = tmp_path / "run"
     config = fake_config(tmp_path, ["fake-lib@1.0", "fake-lib@2.0", "fake-ok"])
     proc = run_cli("run", "--config", str(config), "--wheelhouse", str(wheelhouse),
-                   "--out", str(out))
+                   "--start", "fork", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     records = {r.environment.name or r.adapter: r for r in _records(out)}
     assert {r.start for r in records.values()} == {"fork"}

@@ -451,8 +451,9 @@ def test_spikingjelly_legacy_release_verified_exact(env_cache: Path) -> None:
         assert record.packages["spikingjelly"] == "0.0.0.0.14"
         assert record.spike_match == 1.0
         assert record.equivalence is not None and record.equivalence["grad_cosine"] >= 0.9999
-    # the CUDA backends (CuPy among them) are skipped on the CPU, not errors
-    assert {r.status for r in records if r.variant != "torch"} == {"skipped"}
+    # the CUDA backends (CuPy among them) are not expanded on the CPU: nobody asked for them,
+    # so no row (issue 36); never an error
+    assert not [r for r in records if r.variant != "torch"]
 
 
 def test_base_identity_names_this_interpreter() -> None:

@@ -400,7 +400,7 @@ def test_interrupt_says_how_to_resume_also_without_out(tmp_path: Path) -> None:
         [str(FAKE_PLUGIN_DIR), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "snnbench", "run", "--adapters", "fake-sleep",
-         "--neurons", "8,12,16,20,24", *FAST],
+         "--neurons", "8,12,16,20,24,28,32,36,40,44,48,52", *FAST],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
