@@ -1129,16 +1129,16 @@ def compare(
 
     snnbench compare results/gate --envs snntorch@1.0.0,snntorch@1.1.0
 
-    Each time pair gets an interval of the median ratio with the process as the unit (within
-    one run, Student's t over the replicate-by-replicate ratios of the processes' medians or,
-    when those leave it open, of their fastest samples, each at half the error rate; else over
-    the replicates' medians; a bootstrap of the samples with one process a side): fail when it lies above
-    --factor, inconclusive when it straddles it (the verdict says how many replicates would
-    resolve it), pass below. The rule: a time regression or improvement needs replicates on
-    both sides or a stated --process-spread, and, unless paired, a change larger than the
+    Each time pair gets an interval of the median ratio with the process as the unit (within one
+    run, Student's t over the replicate-by-replicate ratios of the processes' medians or, when
+    those leave it open, of their fastest samples, each at half the error rate; else over the
+    replicates' medians; a bootstrap of the samples with one process a side): fail when it lies
+    above --factor, inconclusive when it straddles it (the verdict says how many replicates
+    would resolve it), pass below. The rule: a time regression or improvement needs replicates
+    on both sides or a stated --process-spread, and, unless paired, a change larger than the
     noise of a noisy run; otherwise the pair is at most inconclusive; identical samples always
-    pass. A case going from ok to error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass,
-    1 fail, 3 inconclusive, 2 usage errors, unusable folders or nothing comparable.
+    pass. A case going from ok to error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass, 1
+    fail, 3 inconclusive, 2 usage errors, unusable folders or nothing comparable.
     """
     from snnbench.compare import compare as compare_runs
     from snnbench.compare_output import render
