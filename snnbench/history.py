@@ -434,12 +434,7 @@ def _snapshot(series: list[Series], links: dict[Path, str]) -> str:
                       fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
-        fig.tight_layout()
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-        plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
+        return _inline_svg(fig)
 
 
 def _draw(fig: Figure, ax: Axes, series: list[Series], runs: list[tuple[datetime, str]],
@@ -480,6 +475,11 @@ def _draw(fig: Figure, ax: Axes, series: list[Series], runs: list[tuple[datetime
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _inline_svg(fig)
+
+
+def _inline_svg(fig: Figure) -> str:
+    """``fig`` as an inline ``<svg>`` element (closed afterwards)."""
     fig.tight_layout()
     buffer = io.StringIO()
     # no date in the metadata: the same runs give the same page
