@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from snnbench.contract import CaseRecord
-from snnbench.rundir import RunFolder
-from snnbench.spec import NetworkSpec
+from snnbench.records.contract import CaseRecord
+from snnbench.store.rundir import RunFolder
+from snnbench.workload.linear_lif.spec import NetworkSpec
 
 ADAPTERS = ("torch", "fused", "norse", "snntorch")
 RUN_ID = "bookkeeping"

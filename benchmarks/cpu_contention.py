@@ -54,7 +54,7 @@ def child(adapter: str, neurons: int, steps: int, batch: int, seconds: float) ->
     import torch
 
     from snnbench.registry import get_entry
-    from snnbench.spec import NetworkSpec, make_case_data
+    from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
     threads = int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -66,7 +66,7 @@ def child(adapter: str, neurons: int, steps: int, batch: int, seconds: float) ->
     for _ in range(5):
         model.zero_grad()
         model.step()
-    from snnbench.preflight import CpuMonitor
+    from snnbench.host.preflight import CpuMonitor
 
     samples: list[float] = []
     monitor = CpuMonitor().start()

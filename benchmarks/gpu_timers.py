@@ -16,10 +16,10 @@ import argparse
 import json
 import time
 
+from snnbench.measure.timing import make_timer, time_block
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.stats import summarize
-from snnbench.timing import make_timer, time_block
+from snnbench.store.stats import summarize
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 
 def one_case(adapter: str, n: int, device: str, samples: int, dtype: str) -> dict[str, object]:

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from snnbench.contract import CaseRecord, adapter_label
+from snnbench.records.contract import CaseRecord, adapter_label
 
 #: report column → the worker phases (``CaseRecord.overhead_s``) it adds up
 COLUMNS: dict[str, tuple[str, ...]] = {

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 
 def classify(names: list[str]) -> list[str]:

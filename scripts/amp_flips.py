@@ -9,7 +9,8 @@ flip the neuron's reset differs, so its later spikes may differ too.
 This script measures it on the canonical network (the default sweep's shapes and settings) by
 computing the first layer's currents in three summation orders:
 
-* ``numpy``: NumPy's float32 GEMM (OpenBLAS), what :mod:`snnbench.reference` uses;
+* ``numpy``: NumPy's float32 GEMM (OpenBLAS), what :mod:`snnbench.workload.linear_lif.reference`
+  uses;
 * ``torch``: ``F.linear`` under ``torch.autocast`` on the CPU (oneDNN), what the torch adapters
   compute;
 * ``exact``: the float64 sum, rounded to float32 and then to 16 bits (the correctly rounded
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from snnbench.reference import _lif_forward, linear_currents, round_to_dtype
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.reference import _lif_forward, linear_currents, round_to_dtype
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 ORDERS: tuple[str, ...] = ("torch", "exact", "two-roundings")
 

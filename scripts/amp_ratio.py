@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 ADAPTERS = ("torch:default", "snntorch:default", "norse:default", "spikingjelly:torch",
             "sinabs:default", "haiku:fp32", "spyx:fp32", "fused:default", "floor:default")

@@ -27,7 +27,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from snnbench.compare import Comparison, compare
+from snnbench.gate.compare import Comparison, compare
 
 DEFAULT_RUN = ["--config", "ci-smoke", "--adapters", "torch,fused,haiku",
                "--neurons", "64,128,256", "--steps", "50", "--batch-size", "4"]

@@ -1,11 +1,11 @@
 """The adapter plugin interface.
 
-An adapter maps the canonical :class:`~snnbench.spec.NetworkSpec` onto one library. It is found
-through the entry-point group ``snnbench.adapters`` (name → :class:`Adapter` subclass), imports
-its library lazily (never at module import time), and hands the harness a :class:`Model` whose
-methods the harness times. The harness owns clocks, repeats, statistics and process isolation;
-an adapter only builds, runs forward and backward, synchronizes its device and, where only it
-can, reports peak memory.
+An adapter maps the canonical :class:`~snnbench.workload.linear_lif.spec.NetworkSpec` onto one
+library. It is found through the entry-point group ``snnbench.adapters`` (name → :class:`Adapter`
+subclass), imports its library lazily (never at module import time), and hands the harness a
+:class:`Model` whose methods the harness times. The harness owns clocks, repeats, statistics and
+process isolation; an adapter only builds, runs forward and backward, synchronizes its device and,
+where only it can, reports peak memory.
 
 A minimal third-party adapter (see docs/adapters.md for the package around it)::
 
@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from snnbench.spec import (
+from snnbench.workload.linear_lif.spec import (
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
     RESET_MODES,
@@ -156,7 +156,7 @@ class Model(ABC):
     def timer_kind(self) -> str | None:
         """The timer the harness should use (``host``, ``cuda-event``, ``jax-block``), or None
         for the framework's default: CUDA events for torch on CUDA, ``jax-block`` for JAX, the
-        host clock otherwise (:func:`snnbench.timing.default_timer_kind`).
+        host clock otherwise (:func:`snnbench.measure.timing.default_timer_kind`).
 
         Return ``"host"`` when the model runs GPU work on a stream of its own that the current
         stream does not wait for: CUDA events on the current stream would not see it.

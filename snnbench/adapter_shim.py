@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from snnbench import adapter as v1, plugin as v2
-from snnbench.spec import FloatArray
 from snnbench.workload import LinearLif, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+from snnbench.workload.linear_lif.spec import FloatArray
 
 #: an adapter of either version, and its class
 AnyAdapter = v1.Adapter | v2.Adapter

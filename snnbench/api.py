@@ -29,8 +29,9 @@ from snnbench.adapter import (
     import_or_unavailable,
 )
 from snnbench.plugin import API_VERSION, Adapter, Capabilities, Model
-from snnbench.reference import surrogate_grad
-from snnbench.spec import (
+from snnbench.workload import Knobs, LinearLif, LinearLifKnobs, Workload
+from snnbench.workload.linear_lif.reference import surrogate_grad
+from snnbench.workload.linear_lif.spec import (
     DTYPES,
     INPUT_KINDS,
     MATMUL_PRECISIONS,
@@ -40,7 +41,6 @@ from snnbench.spec import (
     FloatArray,
     NetworkSpec,
 )
-from snnbench.workload import Knobs, LinearLif, LinearLifKnobs, Workload
 
 __all__ = [
     "API_VERSION",

@@ -43,11 +43,11 @@ except ImportError:  # pragma: no cover - an older typer uses the click package
     from click.exceptions import UsageError  # type: ignore[no-redef,assignment]
 
 from snnbench import __version__
-from snnbench.config import RunConfig, check_variables, load_config
 from snnbench.errors import UserError
-from snnbench.neuron import RESET_MODES
 from snnbench.registry import discover
-from snnbench.verify_request import DETACH_CHOICES, DEVICES as VERIFY_DEVICES, VerifyRequest
+from snnbench.sweep.config import RunConfig, check_variables, load_config
+from snnbench.sweep.verify_request import DETACH_CHOICES, DEVICES as VERIFY_DEVICES, VerifyRequest
+from snnbench.workload.linear_lif.neuron import RESET_MODES
 
 console = Console()
 err_console = Console(stderr=True)
@@ -109,7 +109,7 @@ def os_error_line(exc: OSError) -> str:
     """One line for an OSError that reached the command line: the path and why it cannot be
     used, or, for one without a path, that the output could not be written. Standard output
     is then pointed at /dev/null, so the interpreter's last flush cannot fail again."""
-    from snnbench.storage import os_reason
+    from snnbench.store.storage import os_reason
 
     if exc.filename is not None:
         where = str(exc.filename)
@@ -191,8 +191,8 @@ def _main(
 def _probe(name: str, timeout_s: float, python: str = "") -> tuple[dict[str, Any], bool]:
     """The probe's answer for adapter ``name``, and whether the probe gave it (True) or it
     hung or crashed (False: a passing failure, never cached)."""
+    from snnbench.host.processes import run_captured
     from snnbench.probe import MARKER
-    from snnbench.processes import run_captured
 
     try:
         proc = run_captured([python or sys.executable, "-P", "-m", "snnbench.probe", name],
@@ -274,10 +274,10 @@ def list_adapters(
     framework and their requirements, snnbench's and the adapter's code, the interpreter, the
     machine's GPUs. A changed adapter alone is probed again; --refresh probes every one.
     """
-    from snnbench.contract import environment_tag
-    from snnbench.libenv import BuildSettings
-    from snnbench.planning.selection import select_adapters
-    from snnbench.planning.tasks import build_requests
+    from snnbench.host.libenv import BuildSettings
+    from snnbench.records.contract import environment_tag
+    from snnbench.sweep.planning.selection import select_adapters
+    from snnbench.sweep.planning.tasks import build_requests
 
     _finite(timeout, "--timeout", low=0)
     # a third-party plugin's module is imported here under the same limit as a library
@@ -339,7 +339,7 @@ def list_adapters(
         console.print_json(json.dumps(results))
         return
     from snnbench.render.terminal import Look, print_table
-    from snnbench.views import adapters_table
+    from snnbench.report.views import adapters_table
 
     print_table(console, adapters_table(results, __version__), Look(fold=True))
 
@@ -523,11 +523,11 @@ def run(
     SIGINT (Ctrl-C) or SIGTERM stops it: finished cases are kept, running workers are killed
     and 'snnbench run --resume --out DIR' finishes it, with any executor.
     """
-    from snnbench.contract import CaseRecord, Job, adapter_label
     from snnbench.executors import ExecutorSettings
-    from snnbench.lifeline import terminate_as_interrupt, termination_signal
+    from snnbench.host.lifeline import terminate_as_interrupt, termination_signal
+    from snnbench.records.contract import CaseRecord, Job, adapter_label
+    from snnbench.report.views import case_line
     from snnbench.sweep.run import start_run
-    from snnbench.views import case_line
 
     _set_color(color)
     if quiet and verbose:
@@ -733,7 +733,7 @@ def _recorded_executor(out: Path | None) -> Any:
     """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
     read (resuming reports a missing or damaged manifest by itself)."""
     from snnbench.executors import ExecutorSettings
-    from snnbench.fileio import parse_json, read_regular
+    from snnbench.records.fileio import parse_json, read_regular
 
     try:
         # never blocking: a FIFO there is a damaged folder, which resuming reports
@@ -748,11 +748,11 @@ def _run_views(run_dir: Path, fmt: str, *, verbose: bool = False,
     """A run folder as ``fmt``: the typed JSON document (a dict), a Markdown or HTML table (a
     string; ``page``: Markdown with a heading and who is fastest above the table, as
     ``--export-markdown`` writes), or the terminal's document (``text``)."""
-    from snnbench.ranking import rank_run
     from snnbench.render import Table, render
-    from snnbench.rundir import load_run
-    from snnbench.tables import HEADERS, case_rows, typed_rows
-    from snnbench.views import answer_lines, run_document, show_json
+    from snnbench.report.ranking import rank_run
+    from snnbench.report.tables import HEADERS, case_rows, typed_rows
+    from snnbench.report.views import answer_lines, run_document, show_json
+    from snnbench.store.rundir import load_run
 
     # the reader of report and compare, with their rules: a manifest of this schema, a
     # complete summary, no live run writing into it
@@ -813,7 +813,7 @@ def _refuse_exports(exports: dict[str, Path | None]) -> None:
 def _export(run_dir: Path, exports: dict[str, Path | None]) -> None:
     """Write ``run``'s ``--export-json`` / ``--export-markdown`` files, each created
     exclusively: a file that appeared while the run ran is not overwritten either."""
-    from snnbench.storage import os_reason
+    from snnbench.store.storage import os_reason
 
     for fmt, path in exports.items():
         if path is None:
@@ -888,11 +888,11 @@ def env(
     With --check, the pre-flight noise check instead (as pyperf's 'system show'); exit 0
     when the machine is quiet, 1 when a finding would make a run noisy.
     """
-    from snnbench.environment import collect_environment
+    from snnbench.host.environment import collect_environment
 
     if check:
-        from snnbench.config import RunSettings
-        from snnbench.preflight import check_machine
+        from snnbench.host.preflight import check_machine
+        from snnbench.sweep.config import RunSettings
 
         _choice("--device", device, [device], ("cpu", "cuda"))
         result = check_machine(RunSettings(threads=threads).resolved_threads, jobs, device)
@@ -909,7 +909,7 @@ def env(
         print(json.dumps(data, indent=2))
         return
     from snnbench.render.terminal import Look, print_table
-    from snnbench.views import environment_facts_table
+    from snnbench.report.views import environment_facts_table
 
     print_table(console, environment_facts_table(data), Look(fold=True))
 
@@ -971,8 +971,8 @@ def verify(
     nothing could be checked at all (every check skipped or unavailable): no evidence is not
     a pass.
     """
-    from snnbench.storage import claim_folder, written_by_snnbench
-    from snnbench.verify_cmd import run_verification
+    from snnbench.store.storage import claim_folder, written_by_snnbench
+    from snnbench.sweep.verify_cmd import run_verification
 
     resets = list(RESET_MODES) if reset == "both" else _names(reset, "--reset")
     _choice("--reset", reset, resets, (*RESET_MODES, "both"))
@@ -998,7 +998,7 @@ def verify(
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
         # the folder, a user's own .npz included, is never overwritten
         claim_folder(dump, "--dump", written_by_snnbench)
-    from snnbench.lifeline import terminate_as_interrupt, termination_signal
+    from snnbench.host.lifeline import terminate_as_interrupt, termination_signal
 
     try:
         # SIGTERM unwinds like Ctrl-C: the running worker is killed, the scratch folder goes
@@ -1013,8 +1013,8 @@ def verify(
                           highlight=False, soft_wrap=True)
         raise typer.Exit(128 + signum if signum else 130) from None
     from snnbench.render.terminal import Look, print_document
-    from snnbench.verify_cmd import exit_code
-    from snnbench.views import VERIFY_HEADERS, verify_document, verify_rows
+    from snnbench.report.views import VERIFY_HEADERS, verify_document, verify_rows
+    from snnbench.sweep.verify_cmd import exit_code
 
     status_col = VERIFY_HEADERS.index("status")
     doc, checked = verify_document(verify_rows(rows), precision)
@@ -1070,7 +1070,7 @@ def report(
         "docs/fused.md).")] = False,
 ) -> None:
     """Write PNG plots, a self-contained HTML page and a Markdown summary of a run."""
-    from snnbench.report import report as write_report
+    from snnbench.report.pages import report as write_report
 
     folder = out or run_dir / "report"
     try:
@@ -1140,8 +1140,8 @@ def compare(
     pass. A case going from ok to error/oom/timeout/lost/mismatch fails. Exit codes: 0 pass, 1
     fail, 3 inconclusive, 2 usage errors, unusable folders or nothing comparable.
     """
-    from snnbench.compare import compare as compare_runs
-    from snnbench.compare_output import render
+    from snnbench.gate.compare import compare as compare_runs
+    from snnbench.gate.compare_output import render
 
     if format not in ("text", "md", "json"):
         fail(f"--format must be text, md or json, got {format!r}")
@@ -1170,7 +1170,7 @@ def compare(
         fail("give a candidate run folder, or --envs to compare two environments of one run")
     gated: tuple[str, ...] | None = None
     if metric is not None:
-        from snnbench.compare import CompareError, check_gated_metrics
+        from snnbench.gate.compare import CompareError, check_gated_metrics
 
         try:
             gated = check_gated_metrics(tuple(_split(metric)))
@@ -1210,7 +1210,7 @@ def history(
     from different machines are never drawn on one line: pick one with --machine, or
     --per-machine.
     """
-    from snnbench.history import X_AXES, collect, write_site
+    from snnbench.report.history import X_AXES, collect, write_site
 
     if x not in X_AXES:
         fail(f"--x must be {', '.join(X_AXES)}, got {x!r}")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from snnbench.errors import UserError, exit_status
-from snnbench.processes import stop_group
+from snnbench.host.processes import stop_group
 
 #: adapters with a bfloat16 variant that matters on a GPU (the JAX ones run bf16 only as bf16)
 BF16_ADAPTERS = "fused,torch,torch-cudagraph,haiku:bf16,spyx:bf16"

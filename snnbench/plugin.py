@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from snnbench.adapter import Framework, distribution_version, import_or_unavailable
-from snnbench.spec import FloatArray
 from snnbench.workload import Knobs, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+from snnbench.workload.linear_lif.spec import FloatArray
 
 #: the version of the plugin interface this module defines
 API_VERSION = 2
@@ -198,5 +198,5 @@ class Adapter(ABC):
     def build(self, workload: Workload, data: Any, device: str, variant: str) -> Model:
         """Build ``workload`` with exactly ``data``'s parameters and input on ``device``
         (``data`` is ``workload.make_data()``; for ``linear-lif`` a
-        :class:`~snnbench.spec.CaseData`). Raise :class:`CaseSkipped` for what the library
-        cannot honour that :meth:`capabilities` did not already express."""
+        :class:`~snnbench.workload.linear_lif.spec.CaseData`). Raise :class:`CaseSkipped` for what
+        the library cannot honour that :meth:`capabilities` did not already express."""

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from snnbench import __version__
-from snnbench.fileio import WriteError, atomic_write_json, parse_json, read_regular
+from snnbench.records.fileio import WriteError, atomic_write_json, parse_json, read_regular
 from snnbench.registry import AdapterEntry
 
 #: the variable naming the cache folder (tests point it at a temporary one)
@@ -84,7 +84,7 @@ class Installed:
     @classmethod
     def of(cls, python: str) -> Installed:
         """What ``python`` sees: this interpreter's path, or a library environment's own
-        ``site-packages`` before this one's (:mod:`snnbench.libenv` layers it so)."""
+        ``site-packages`` before this one's (:mod:`snnbench.host.libenv` layers it so)."""
         if not python or python == sys.executable:
             return cls()
         root = Path(python).parent.parent

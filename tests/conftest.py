@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Model
-from snnbench.spec import NetworkSpec
+from snnbench.workload.linear_lif.spec import NetworkSpec
 
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
 REPO = Path(__file__).resolve().parent.parent
@@ -23,9 +23,9 @@ TAG_VAR = "SNNBENCH_TEST_TAG"
 #: command-line markers of the processes a sweep starts (workers, submitit tasks/controllers,
 #: the local executor's reaper, uv building a library environment, a zygote and the workers it
 #: forked, which keep its command line)
-SWEEP_PROCESSES = ("snnbench.worker", "snnbench.zygote", "submitit.core._submit",
+SWEEP_PROCESSES = ("snnbench.measure.worker", "snnbench.executors.zygote", "submitit.core._submit",
                    "submitit.local._local",
-                   "snnbench.lifeline", "uv pip compile", "uv pip install", "uv venv")
+                   "snnbench.host.lifeline", "uv pip compile", "uv pip install", "uv venv")
 
 
 def tagged_processes(tag: str, markers: tuple[str, ...] = SWEEP_PROCESSES) -> list[str]:
@@ -136,7 +136,7 @@ def available_or_skip(adapter: Adapter) -> Adapter:
 def assert_exact(adapter: Adapter, spec: NetworkSpec, variant: str = "default") -> None:
     """``adapter`` builds ``spec`` on the CPU and matches the reference exactly: every spike,
     and weight and bias gradients to cosine 0.9999 and relative error 1e-4."""
-    from snnbench.verify import check_adapter
+    from snnbench.measure.verify import check_adapter
 
     assert adapter.reason_skipped(spec, "cpu", variant) is None
     eq, _ = check_adapter(adapter, variant, spec, "cpu")

@@ -14,8 +14,8 @@ from snnbench.adapters._jax_common import JaxModel
 from snnbench.adapters.brainstate import BrainstateAdapter
 from snnbench.adapters.haiku import HaikuAdapter
 from snnbench.adapters.spyx import SpyxAdapter
-from snnbench.spec import CaseData, NetworkSpec, make_case_data
-from snnbench.verify import MIN_SPIKE_MATCH, check_adapter
+from snnbench.measure.verify import MIN_SPIKE_MATCH, check_adapter
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)
 ADAPTERS: dict[str, type[Adapter]] = {"haiku": HaikuAdapter, "spyx": SpyxAdapter,
@@ -191,7 +191,7 @@ def test_adapter_modules_do_not_import_jax() -> None:
     code = (
         "import sys\n"
         "from snnbench.adapters import haiku, spyx, brainstate, _jax_common\n"
-        "from snnbench.spec import NetworkSpec\n"
+        "from snnbench.workload.linear_lif.spec import NetworkSpec\n"
         "for cls in (haiku.HaikuAdapter, spyx.SpyxAdapter, brainstate.BrainstateAdapter):\n"
         "    a = cls()\n"
         "    a.capabilities('fp32')\n"
@@ -303,7 +303,7 @@ def test_gpu_peak_memory_is_the_devices_allocator_peak(name: str) -> None:
 
 
 def test_jax_probe_reads_the_default_devices_peak(monkeypatch: pytest.MonkeyPatch) -> None:
-    from snnbench.memory import JaxProbe, probe_for
+    from snnbench.measure.memory import JaxProbe, probe_for
 
     _fake_devices(monkeypatch, [FakeGpu({"peak_bytes_in_use": 4096})])
     probe = probe_for("jax", "cuda")

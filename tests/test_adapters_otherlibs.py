@@ -23,9 +23,9 @@ from snnbench.adapters.lava_dl import LavaDlAdapter, pin_jit_arch, surrogate_gra
 from snnbench.adapters.rockpool import RockpoolAdapter, RockpoolExodusAdapter
 from snnbench.adapters.sinabs import SinabsAdapter
 from snnbench.adapters.sinabs_exodus import SinabsExodusAdapter
-from snnbench.reference import run_reference, surrogate_grad
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.verify import check_adapter
+from snnbench.measure.verify import check_adapter
+from snnbench.workload.linear_lif.reference import run_reference, surrogate_grad
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 from tests.conftest import (
     assert_exact as _exact,
     assert_repeatable,
@@ -370,7 +370,7 @@ def test_reference_gradients_depend_on_the_detach_rule() -> None:
 def test_adapter_modules_import_no_library() -> None:
     code = """
 import json, sys
-from snnbench.spec import NetworkSpec
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from snnbench.adapters import lava_dl, rockpool, sinabs, sinabs_exodus
 adapters = [sinabs.SinabsAdapter(), sinabs_exodus.SinabsExodusAdapter(),
             rockpool.RockpoolAdapter(), rockpool.RockpoolExodusAdapter(), lava_dl.LavaDlAdapter()]

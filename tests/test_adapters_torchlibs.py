@@ -23,8 +23,8 @@ from snnbench.adapters.norse import NorseAdapter, NorseCompileAdapter
 from snnbench.adapters.snntorch import SnnTorchAdapter
 from snnbench.adapters.spikingjelly import ENV_VAR, SpikingJellyAdapter
 from snnbench.adapters.torch_variants import TorchCompileAdapter, TorchCudaGraphAdapter
-from snnbench.spec import CaseData, NetworkSpec, make_case_data
-from snnbench.verify import check_adapter
+from snnbench.measure.verify import check_adapter
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 from tests.conftest import (
     assert_exact as _exact,
     assert_repeatable,
@@ -453,7 +453,7 @@ def test_spikingjelly_reads_the_variable_at_import() -> None:
 def test_adapter_modules_import_no_library() -> None:
     code = """
 import json, sys
-from snnbench.spec import NetworkSpec
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from snnbench.adapters import norse, snntorch, spikingjelly, torch_variants
 adapters = [(snntorch.SnnTorchAdapter(), "default"), (norse.NorseAdapter(), "default"),
             (norse.NorseCompileAdapter(), "default"), (torch_variants.TorchCompileAdapter(),

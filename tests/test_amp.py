@@ -18,15 +18,20 @@ import torch
 
 from snnbench.adapter import Adapter, Capabilities
 from snnbench.adapters.torch_ref import TorchAdapter
-from snnbench.reference import grad_scale, linear_currents, round_to_dtype, run_reference
-from snnbench.spec import (
+from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, tolerance_key
+from snnbench.workload.linear_lif.reference import (
+    grad_scale,
+    linear_currents,
+    round_to_dtype,
+    run_reference,
+)
+from snnbench.workload.linear_lif.spec import (
     AMP_COMPUTE_DTYPES,
     MATMUL_PRECISIONS,
     NetworkSpec,
     SpecError,
     make_case_data,
 )
-from snnbench.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, tolerance_key
 from tests.conftest import available_or_skip, run_cli
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=5, input_std=2.0)

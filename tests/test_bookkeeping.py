@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import snnbench.fileio
-from snnbench import schema
-from snnbench.contract import CaseRecord
-from snnbench.overhead import PROBES
-from snnbench.rundir import TABLES_STALE, RunFolder, load_run
-from snnbench.spec import NetworkSpec
+import snnbench.records.fileio
+from snnbench.records import schema
+from snnbench.records.contract import CaseRecord
+from snnbench.store.overhead import PROBES
+from snnbench.store.rundir import TABLES_STALE, RunFolder, load_run
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, REPO, run_cli
 
 # ci-smoke keeps the spec defaults the fakes declare; with its null probe: 4 cases
@@ -34,7 +34,7 @@ SWEEP = ["--adapters", "fake-ok", "--neurons", "8,12,16", "--steps", "5", "--bat
 #: between two cases (the record of the last is in, the next has not started)
 KILL_BETWEEN_CASES = """
 import os, signal, sys
-from snnbench.rundir import RunFolder
+from snnbench.store.rundir import RunFolder
 
 real = RunFolder.tables_if_due
 
@@ -120,7 +120,7 @@ def _every_reader_sees(run: Path, tmp_path: Path) -> None:
     assert compare.exit_code == 0, compare.stderr
     assert {(p["adapter"], p["case_id"]) for p in json.loads(compare.stdout)["pairs"]} == cases
 
-    from snnbench.history import collect
+    from snnbench.report.history import collect
 
     drawn = {s.label for s in collect([run]).series}
     assert drawn == {adapter for adapter, _ in cases if adapter not in PROBES}
@@ -230,10 +230,10 @@ def test_a_sweep_killed_mid_write_is_whole_for_every_reader(
             raise KeyboardInterrupt
         real(src, dst)
 
-    monkeypatch.setattr(snnbench.fileio.os, "replace", replace)
+    monkeypatch.setattr(snnbench.records.fileio.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
         folder.add_case(records[3], "r")  # its 4th record: the tables are rebuilt
-    monkeypatch.setattr(snnbench.fileio.os, "replace", real)
+    monkeypatch.setattr(snnbench.records.fileio.os, "replace", real)
     assert len(_table_cases(folder.path)) == 2
     assert len(pd.read_parquet(folder.path / schema.SAMPLES_PARQUET)
                .drop_duplicates(["adapter", "case_id"])) == 4

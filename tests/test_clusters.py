@@ -10,11 +10,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from snnbench.contract import Job
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
-from snnbench.spec import NetworkSpec
+from snnbench.records.contract import Job
 from snnbench.sweep.run import start_run
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.test_executors import ok_keys, probes, sweep
 
 submitit = pytest.importorskip("submitit")
@@ -59,12 +59,12 @@ def test_pack_and_container_prefix() -> None:
 
 
 def test_worker_command_runs_inside_the_image() -> None:
-    from snnbench.launch import worker_command
+    from snnbench.executors.launch import worker_command
 
     job = Job("fake-ok", "default", "cuda", NetworkSpec(neurons=8))
     prefix = ("apptainer", "exec", "--nv", "img.sif")
     assert worker_command(job, Path("/run/jobs/k/job.json"), prefix) == [
-        "apptainer", "exec", "--nv", "img.sif", "python", "-P", "-m", "snnbench.worker",
+        "apptainer", "exec", "--nv", "img.sif", "python", "-P", "-m", "snnbench.measure.worker",
         "/run/jobs/k/job.json"]
 
 
@@ -116,9 +116,9 @@ def test_slurm_states_decide_the_status_of_unrecorded_cases(tmp_path: Path, stat
                                                             status: str) -> None:
     """Finding 1 and 2: the status comes from the task's state in Slurm; a provisional
     `lost` record of the task (it got SIGTERM) is decided the same way and keeps its times."""
-    from snnbench.contract import CaseRecord
     from snnbench.executors.slurm import SlurmExecutor
     from snnbench.executors.slurm_state import TaskState
+    from snnbench.records.contract import CaseRecord
 
     class Task:
         job_id = "9_0"
@@ -196,8 +196,8 @@ def test_with_accounting_sacct_tells_what_squeue_forgot() -> None:
 
 def test_concurrency_is_what_ran_side_by_side_on_a_host() -> None:
     """Finding 4: from where and when each case ran, not what was requested."""
-    from snnbench.contract import CaseRecord, Placement
     from snnbench.executors.remote import side_by_side
+    from snnbench.records.contract import CaseRecord, Placement
 
     def ran(n: int, host: str, start: int, end: int) -> CaseRecord:
         record = CaseRecord.for_job(Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)),
@@ -334,7 +334,7 @@ def test_apptainer_definition_is_built_from_the_gpu_docker_stage() -> None:
 
 def test_the_manifest_records_the_image(tmp_path: Path) -> None:
     from snnbench.executors.slurm import SlurmExecutor
-    from snnbench.machines import read_machine_records, write_machine_record
+    from snnbench.host.machines import read_machine_records, write_machine_record
 
     image = tmp_path / "snnbench-gpu.sif"
     image.write_bytes(b"\0" * 64)

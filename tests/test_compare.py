@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from snnbench import gate, schema
-from snnbench.compare import MIN_SAMPLES, compare
-from snnbench.compare_output import format_comparison
-from snnbench.rundir import RunDirError
+from snnbench.gate import interval as gate
+from snnbench.gate.compare import MIN_SAMPLES, compare
+from snnbench.gate.compare_output import format_comparison
+from snnbench.records import schema
+from snnbench.store.rundir import RunDirError
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
 
@@ -437,8 +438,8 @@ def test_schema_version_mismatch_is_refused(tmp_path: Path) -> None:
 
 
 def test_bad_thresholds_raise(tmp_path: Path) -> None:
-    from snnbench.compare import CompareError
     from snnbench.errors import UserError
+    from snnbench.gate.compare import CompareError
 
     for bad in ({"factor": 0.9}, {"factor": math.inf}, {"mem_threshold": math.nan},
                 {"time_floor_s": -1.0}, {"mem_floor_bytes": math.inf}):
@@ -498,7 +499,7 @@ def test_renderers(tmp_path: Path) -> None:
 
 
 def test_another_cpu_isa_is_a_warning_even_under_one_model_name() -> None:
-    from snnbench.compare import manifest_warnings
+    from snnbench.gate.compare import manifest_warnings
 
     avx512 = {"cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2", "avx512f"]}}
     avx2 = {"cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2"]}}

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from snnbench import schema
-from snnbench.compare import compare
-from snnbench.compare_output import format_comparison
-from snnbench.rundir import RunDirError
+from snnbench.gate.compare import compare
+from snnbench.gate.compare_output import format_comparison
+from snnbench.records import schema
+from snnbench.store.rundir import RunDirError
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
-from snnbench.contract import (
+from snnbench.errors import UserError
+from snnbench.measure.timing import MeasureSettings
+from snnbench.measure.worker import run_job
+from snnbench.records.contract import (
     CaseRecord,
     ContractError,
     Job,
@@ -19,13 +21,11 @@ from snnbench.contract import (
     Placement,
     case_key,
 )
-from snnbench.errors import UserError
-from snnbench.reference import run_reference
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
-from snnbench.synops import firing_rate
-from snnbench.timing import MeasureSettings
-from snnbench.worker import run_job
+from snnbench.workload.linear_lif.reference import run_reference
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.synops import firing_rate
 
 FAST = MeasureSettings(repeats=2, max_repeats=2, min_time_s=0.0, warmup=0, warmup_s=0.0)
 
@@ -84,7 +84,7 @@ def test_record_round_trip_and_validation(tmp_path: Path) -> None:
 
 def test_worker_refuses_a_bad_job_file_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text('{"hello": 1}')
-    proc = subprocess.run([sys.executable, "-m", "snnbench.worker", str(tmp_path / "job.json")],
+    proc = subprocess.run([sys.executable, "-m", "snnbench.measure.worker", str(tmp_path / "job.json")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -156,7 +156,7 @@ def test_preparation_has_its_own_limit(
 
 def test_a_record_carries_its_workload_kind_and_an_untagged_one_is_linear_lif(
         tmp_path: Path) -> None:
-    from snnbench.contract import RECORD_SCHEMA
+    from snnbench.records.contract import RECORD_SCHEMA
     from snnbench.workload import LinearLif
 
     job = _job(tmp_path)

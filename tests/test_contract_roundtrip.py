@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from snnbench.contract import RECORD_SCHEMA, CaseRecord
+from snnbench.records.contract import RECORD_SCHEMA, CaseRecord
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 RECORDS = sorted(RESULTS.glob("**/cases/*.json"))

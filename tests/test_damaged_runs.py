@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from typer.testing import CliRunner
 
 from snnbench.cli import app
-from snnbench.contract import CaseRecord
+from snnbench.records.contract import CaseRecord
 from tests.conftest import REPO
 
 PRISTINE = REPO / "results" / "baselines" / "cpu-smoke"

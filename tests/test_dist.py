@@ -76,7 +76,7 @@ def test_gpu_setup_reads_its_lock_as_package_data() -> None:
 
 
 def test_workers_import_the_installed_snnbench_not_the_working_folders(tmp_path: Path) -> None:
-    # An image's work folder held the source tree, and `python -m snnbench.worker` imported it
+    # An image's work folder held the source tree, and `python -m snnbench.measure.worker` imported it
     # instead of the installed package. A broken snnbench/ in the folder a user runs from must
     # not be imported by the probe or the worker.
     shadow = tmp_path / "snnbench"

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from snnbench import nvml
-from snnbench.energy import EnergyMeter, EnergyUnavailable, energy_available, measure_energy
-from snnbench.reference import run_reference
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.synops import (
+from snnbench.host import nvml
+from snnbench.measure.energy import EnergyMeter, EnergyUnavailable, energy_available, measure_energy
+from snnbench.workload.linear_lif.reference import run_reference
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.synops import (
     firing_rate,
     is_spike_input,
     layer_firing_rates,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
 from snnbench.executors import ExecutorSettings, executor_class, make_executor
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
 
 TOY_DIR = Path(__file__).parent / "fake_executor"
@@ -67,7 +67,7 @@ def test_an_unknown_executor_names_the_installed_ones(toy_executor: Path) -> Non
 def test_a_plugin_executor_owns_its_settings_table(toy_executor: Path, tmp_path: Path) -> None:
     """The toy declares ToySettings: its [executor.toy] table reaches it, and a key it does not
     know is refused in one line (exit 2), like a key of [executor.slurm]."""
-    from snnbench.config import load_config
+    from snnbench.sweep.config import load_config
     from tests.conftest import run_cli
 
     config = tmp_path / "toy.toml"

@@ -12,8 +12,6 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
-from snnbench.contract import CaseRecord, Placement
 from snnbench.errors import UserError
 from snnbench.executors import ExecutorError, ExecutorSettings, LocalExecutor, make_executor
 from snnbench.executors.placement import (
@@ -24,7 +22,9 @@ from snnbench.executors.placement import (
     list_gpus,
     visible_gpu_uuid,
 )
-from snnbench.rundir import RunDir
+from snnbench.records.contract import CaseRecord, Placement
+from snnbench.store.rundir import RunDir
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import merge_run, start_run
 from snnbench.sweep.threads import share_threads
 from tests.conftest import run_cli
@@ -278,7 +278,7 @@ def test_merge_rebuilds_tables_and_hosts_and_compare_warns_across_hosts(
 
 
 def test_older_runs_without_placement_columns_still_load(tmp_path: Path) -> None:
-    from snnbench.rundir import load_run
+    from snnbench.store.rundir import load_run
     from tests.conftest import REPO
 
     run = load_run(REPO / "results" / "baselines" / "cpu-smoke")
@@ -412,9 +412,9 @@ def test_a_worker_killed_by_sigkill_is_oom_only_with_the_kernels_word() -> None:
     user) is lost, not oom."""
     import signal
 
-    from snnbench.contract import Job
-    from snnbench.launch import Exit, classify_exit, kernel_oom_kills
-    from snnbench.spec import NetworkSpec
+    from snnbench.executors.launch import Exit, classify_exit, kernel_oom_kills
+    from snnbench.records.contract import Job
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
     kill = -signal.SIGKILL
@@ -434,9 +434,9 @@ def test_a_time_limit_signal_records_timeouts_and_a_term_lost(monkeypatch: pytes
     import signal
     import threading
 
-    from snnbench.contract import Job
     from snnbench.executors import remote
-    from snnbench.spec import NetworkSpec
+    from snnbench.records.contract import Job
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
     told = remote.SchedulerSignals(threading.Event(), time_limit_s=600)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from snnbench.contract import CaseRecord, Job
-from snnbench.executor_settings import ExecutorError, ExecutorSettings
-from snnbench.forkserver import Zygotes, memory_short
-from snnbench.launch import Cancelled, run_worker
-from snnbench.spec import NetworkSpec
+from snnbench.executors.forkserver import Zygotes, memory_short
+from snnbench.executors.launch import Cancelled, run_worker
+from snnbench.executors.settings import ExecutorError, ExecutorSettings
+from snnbench.records.contract import CaseRecord, Job
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
 from tests.test_libenv import env_cache, fake_config, wheelhouse
 from tests.test_lifetime import _kill_and_check, _start, _wait_mid_sweep
@@ -90,7 +90,7 @@ def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
     proc = _start(out, process_tag, ["--start", "fork"])
     _wait_mid_sweep(out, proc)
     # the slow case runs forked from its zygote, which is alive with it
-    assert any("snnbench.zygote" in p for p in tagged_processes(process_tag)), \
+    assert any("snnbench.executors.zygote" in p for p in tagged_processes(process_tag)), \
         tagged_processes(process_tag)
     _kill_and_check(out, proc, sig, process_tag)  # nothing left: no zygote, no child
     assert {r.start for r in _records(out)} == {"fork"}
@@ -148,7 +148,7 @@ def test_a_hung_forked_worker_is_killed_and_a_stop_kills_it_at_once(
             run_worker(dataclasses.replace(job, timeout_s=600.0).with_result_in(folder), folder,
                        tmp_path / "logs" / "stop.log", stop, zygotes=zygotes)
         assert time.monotonic() - started < 30
-        workers = [p for p in tagged_processes(process_tag) if "snnbench.zygote" in p]
+        workers = [p for p in tagged_processes(process_tag) if "snnbench.executors.zygote" in p]
         assert len(workers) == 1, workers  # the zygote alone: its child is gone
     finally:
         zygotes.close()

@@ -35,9 +35,9 @@ from snnbench.adapters.floor import FloorAdapter
 from snnbench.adapters.fused import FusedAdapter
 from snnbench.adapters.torch_ref import build_reference_network
 from snnbench.fused import FusedLinearLIF, LIFParams, fused_linear_lif
-from snnbench.reference import _lif_backward, _lif_forward, run_reference
-from snnbench.spec import CaseData, NetworkSpec, make_case_data
-from snnbench.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, reference_for
+from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, reference_for
+from snnbench.workload.linear_lif.reference import _lif_backward, _lif_forward, run_reference
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
 GRAD_COSINE = 0.99999
 GRAD_REL_ERR = 1e-4
@@ -674,7 +674,7 @@ def test_cpu_sigmoid_surrogate_accuracy(slope: float) -> None:
     # the C++ scan's vectorised exp: as close to the exact (float64) surrogate as the NumPy
     # reference is, over the whole range including exp overflow
     from snnbench.fused import cpu
-    from snnbench.reference import surrogate_grad
+    from snnbench.workload.linear_lif.reference import surrogate_grad
 
     u = np.concatenate([np.linspace(-40, 40, 20001), [-1e-8, 0.0, 1e-8]]).astype(np.float32)
     spec = NetworkSpec(neurons=u.size, batch_size=1, time_steps=1, surrogate="sigmoid",

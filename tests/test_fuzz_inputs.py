@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from typer.testing import CliRunner, Result
 
 from snnbench.cli import app
-from snnbench.config import RunConfig, RunSettings
-from snnbench.spec import FLOAT_FIELDS, NetworkSpec
+from snnbench.sweep.config import RunConfig, RunSettings
+from snnbench.workload.linear_lif.spec import FLOAT_FIELDS, NetworkSpec
 
 SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -68,8 +68,8 @@ def _discover(**_: object) -> None:
 @pytest.fixture(scope="module")
 def stubs() -> Iterator[None]:
     with mock.patch("snnbench.sweep.run.start_run", _start_run), \
-            mock.patch("snnbench.verify_cmd.run_verification", _verification), \
-            mock.patch("snnbench.compare.compare", _compare), \
+            mock.patch("snnbench.sweep.verify_cmd.run_verification", _verification), \
+            mock.patch("snnbench.gate.compare.compare", _compare), \
             mock.patch("snnbench.cli.discover", _discover):
         yield
 

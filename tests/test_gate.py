@@ -1,4 +1,4 @@
-"""The release gate's statistics (snnbench.gate), and the planted-regression scenario of
+"""The release gate's statistics (snnbench.gate.interval), and the planted-regression scenario of
 issue 23 end to end: a wheelhouse of a toy library built here, a slow-down planted in one
 version, an identical control, and the false-verdict rate of the identical pair."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snnbench import gate
-from snnbench.gate import RatioInterval, judge, ratio_interval, replicates_needed
+from snnbench.gate import interval as gate
+from snnbench.gate.interval import RatioInterval, judge, ratio_interval, replicates_needed
 from tests.conftest import run_cli
 from tests.test_libenv import make_wheel
 

@@ -15,7 +15,7 @@ from typing import IO
 import pytest
 
 from snnbench import gpu_check as gc
-from snnbench.config import RunConfig
+from snnbench.sweep.config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

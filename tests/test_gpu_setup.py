@@ -505,7 +505,7 @@ class Hide:  # PathFinder, minus every top-level module of a distribution not al
 
 sys.meta_path[:] = [Hide if f is PathFinder else f for f in sys.meta_path]
 from snnbench.registry import get_entry
-from snnbench.spec import NetworkSpec
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from snnbench.workload import LinearLif
 adapter = get_entry(name).create()
 adapter.version()

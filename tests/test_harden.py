@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
 from tests.conftest import FAKE_PLUGIN_DIR, run_cli
 
@@ -109,7 +109,7 @@ SECRETS = {
 
 
 def test_relevant_env_vars_keep_measurement_variables_and_mask_credentials() -> None:
-    from snnbench.environment import relevant_env_vars
+    from snnbench.host.environment import relevant_env_vars
 
     env = {**SECRETS, "OMP_NUM_THREADS": "2", "NVIDIA_TF32_OVERRIDE": "0",
            "TF_CLI_CONFIG_FILE": "/root/.terraformrc", "LD_PRELOAD": "libjemalloc.so",
@@ -161,8 +161,8 @@ def test_a_received_folder_s_secrets_are_masked_in_its_report(tmp_path: Path) ->
 def test_committed_references_hold_no_unrecorded_or_secret_variables() -> None:
     import subprocess
 
-    from snnbench.environment import looks_secret, records_variable
-    from snnbench.rundir import load_run
+    from snnbench.host.environment import looks_secret, records_variable
+    from snnbench.store.rundir import load_run
     from tests.conftest import REPO
 
     files = subprocess.run(["git", "ls-files", "results"], cwd=REPO, capture_output=True,
@@ -467,7 +467,7 @@ def test_a_full_stdout_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_a_failed_null_probe_is_not_a_regression(tmp_path: Path) -> None:
     import numpy as np
 
-    from snnbench.compare import compare
+    from snnbench.gate.compare import compare
     from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
     rng = np.random.default_rng(0)
@@ -495,7 +495,7 @@ def _copy_run(tmp_path: Path, name: str) -> Path:
 
 
 def test_show_report_and_compare_read_by_one_set_of_rules(tmp_path: Path) -> None:
-    from snnbench.rundir import RunDir
+    from snnbench.store.rundir import RunDir
 
     good = _copy_run(tmp_path, "good")
     for name, content in (("garbage", b"{not json"), ("list", b"[]"), ("latin1", b"\xff\xfe{}"),
@@ -556,7 +556,7 @@ def test_verify_checks_layers_bias_input_kind_and_a_config_s_networks(
         fake_plugins: Path, tmp_path: Path) -> None:
     import numpy as np
 
-    from snnbench.spec import NetworkSpec
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     base = ["verify", "--neurons", "8", "--steps", "6", "--reset", "zero"]
     # one layer with a bias (verify's default network) hides both planted defects
@@ -761,9 +761,9 @@ def test_the_plugin_s_own_version_is_recorded_in_every_case_record(
 def test_the_plugin_guide_states_what_the_code_does() -> None:
     import numpy as np
 
-    from snnbench.reference import run_reference
-    from snnbench.spec import CaseData, NetworkSpec, make_case_data
-    from snnbench.verify import compare_outputs
+    from snnbench.measure.verify import compare_outputs
+    from snnbench.workload.linear_lif.reference import run_reference
+    from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
     from tests.conftest import REPO
 
     doc = (REPO / "docs" / "adapters.md").read_text()

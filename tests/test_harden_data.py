@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
 from tests.test_harden import _files, _invoke, _one_line_error
 
@@ -50,8 +50,8 @@ VERIFY = ("verify", "--neurons", "8", "--steps", "6", "--reset", "subtract")
 def test_an_adapter_that_scales_the_weights_in_place_is_no_match(fake_plugins: Path) -> None:
     from snnbench_fake_adapters import MutatesAdapter, OkAdapter
 
-    from snnbench.spec import NetworkSpec
-    from snnbench.verify import check_adapter
+    from snnbench.measure.verify import check_adapter
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     spec = NetworkSpec(neurons=8, batch_size=2, time_steps=6)
     adapter = MutatesAdapter()
@@ -59,7 +59,7 @@ def test_an_adapter_that_scales_the_weights_in_place_is_no_match(fake_plugins: P
     assert eq.changed == ("weights",)
     assert "changed the weights it was given in place" in eq.unproven(adapter.capabilities(""))
     # the reference and the dump are of the case's own arrays, never the scaled ones
-    from snnbench.spec import make_case_data
+    from snnbench.workload.linear_lif.spec import make_case_data
 
     assert np.array_equal(arrays["weight"], make_case_data(spec).weights[0])
     ok, _ = check_adapter(OkAdapter(), "default", spec, "cpu")
@@ -87,8 +87,8 @@ def test_zero_vectors_have_no_cosine_and_silence_proves_nothing() -> None:
     import math
 
     from snnbench.adapter import Capabilities
-    from snnbench.reference import ReferenceResult
-    from snnbench.verify import compare_outputs
+    from snnbench.measure.verify import compare_outputs
+    from snnbench.workload.linear_lif.reference import ReferenceResult
 
     spikes = np.zeros((4, 2, 3), dtype=np.float32)
     zeros = [np.zeros((3, 3), dtype=np.float32)]
@@ -182,7 +182,7 @@ def test_a_second_report_of_a_multilayer_run_refreshes_the_first(tmp_path: Path)
 def test_a_report_interrupted_after_a_replacement_leaves_the_folder_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, victim: str
 ) -> None:
-    import snnbench.fileio
+    import snnbench.records.fileio
 
     run = _multilayer_run(tmp_path / "run")
     out = tmp_path / "figs"
@@ -196,12 +196,12 @@ def test_a_report_interrupted_after_a_replacement_leaves_the_folder_its_own(
         if Path(dst).name.endswith(victim):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(snnbench.fileio.os, "replace", replace_then_interrupt)
+    monkeypatch.setattr(snnbench.records.fileio.os, "replace", replace_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        from snnbench.report import report
+        from snnbench.report.pages import report
 
         report(run, out)
-    monkeypatch.setattr(snnbench.fileio.os, "replace", real)
+    monkeypatch.setattr(snnbench.records.fileio.os, "replace", real)
     result = _invoke("report", str(run), "--out", str(out))
     assert result.exit_code == 0, result.stderr
     # and it is whole again: the ledger matches every file
@@ -213,8 +213,8 @@ def test_a_report_interrupted_after_a_replacement_leaves_the_folder_its_own(
 KILL_MID_WRITE = """
 import os, signal, sys
 from pathlib import Path
-import snnbench.fileio
-from snnbench.report import report
+import snnbench.records.fileio
+from snnbench.report.pages import report
 
 real = os.replace
 
@@ -223,7 +223,7 @@ def replace(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)
     real(src, dst)
 
-snnbench.fileio.os.replace = replace
+snnbench.records.fileio.os.replace = replace
 report(sys.argv[1], sys.argv[2])
 """
 
@@ -286,7 +286,7 @@ def test_a_deeply_nested_manifest_is_damaged_for_every_reader(tmp_path: Path, le
 
 @pytest.mark.parametrize("levels", [100, 5000])
 def test_a_deeply_nested_case_record_is_damaged(tmp_path: Path, levels: int) -> None:
-    from snnbench.contract import CaseRecord, ContractError
+    from snnbench.records.contract import CaseRecord, ContractError
 
     path = tmp_path / "cases" / "x.json"
     path.parent.mkdir()

@@ -27,7 +27,7 @@ SMALL = ("--neurons", "8", "--steps", "5", "--batch-size", "2", "--config", "ci-
 ADAPTER_BASE = '''
 import numpy as np
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.reference import run_reference
+from snnbench.workload.linear_lif.reference import run_reference
 
 
 class _Model(Model):
@@ -220,7 +220,7 @@ def test_a_daemon_an_adapter_starts_does_not_outlive_run_or_verify(tmp_path: Pat
 
 
 def test_kill_leftovers_kills_the_group_and_the_session_of_an_exited_child() -> None:
-    from snnbench.processes import kill_leftovers
+    from snnbench.host.processes import kill_leftovers
 
     # the child leaves one process in its group and one in a group of its own (same session)
     code = ("import os, subprocess\n"
@@ -228,7 +228,7 @@ def test_kill_leftovers_kills_the_group_and_the_session_of_an_exited_child() -> 
             "subprocess.Popen(['sleep', '300'], process_group=0)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
     proc.wait()
-    from snnbench.processes import session_members
+    from snnbench.host.processes import session_members
 
     left = session_members(proc.pid)
     assert len(left) == 2
@@ -276,7 +276,7 @@ def test_verify_stopped_by_sigterm_says_so_and_removes_its_scratch_folder(
 
 
 def test_a_scratch_folder_of_a_killed_verify_is_removed_by_the_next(tmp_path: Path) -> None:
-    from snnbench.scratch import remove_stale, scratch_folder
+    from snnbench.host.scratch import remove_stale, scratch_folder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -308,7 +308,7 @@ VALUE_SECRETS = {
 
 
 def test_mask_value_masks_urls_password_options_and_credential_names() -> None:
-    from snnbench.masking import mask_text, masked_env_vars
+    from snnbench.host.masking import mask_text, masked_env_vars
 
     masked = masked_env_vars({**VALUE_SECRETS, "OMP_NUM_THREADS": "2",
                               "TORCHINDUCTOR_CACHE_DIR": "/x/y"})
@@ -404,7 +404,7 @@ def test_worker_output_is_scrubbed_of_credentials(tmp_path: Path) -> None:
 
 
 def test_scrub_masks_the_environment_s_secret_values() -> None:
-    from snnbench.masking import scrub, secret_values
+    from snnbench.host.masking import scrub, secret_values
 
     env = {"GITHUB_TOKEN": "ghp_abcdef", "HOME": "/root", "SHORT_KEY": "1",
            "DATABASE_URL": "postgres://u:longpassword@h/d"}

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from snnbench.history import HistoryError, collect, detect_steps
+from snnbench.report.history import HistoryError, collect, detect_steps
 from tests.conftest import REPO, run_cli
 from tests.fixtures.browser import headless_chromium, open_page
 from tests.fixtures.runfolders import timed_case, write_run
@@ -202,7 +202,7 @@ def test_machines_with_one_model_name_but_another_isa_are_apart(tmp_path: Path) 
 
 
 def test_cpu_isa_reads_the_flags_that_change_cpu_kernels() -> None:
-    from snnbench.environment import cpu_isa
+    from snnbench.host.environment import cpu_isa
 
     x86 = "processor\t: 0\nflags\t\t: fpu sse4_2 avx f16c fma avx2 avx512f avx512_bf16 ht\n"
     assert cpu_isa(x86) == ["sse4_2", "avx", "f16c", "fma", "avx2", "avx512f", "avx512_bf16"]

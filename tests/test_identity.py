@@ -13,15 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from snnbench import schema
-from snnbench.compare import compare
-from snnbench.compare_output import format_comparison
-from snnbench.contract import CaseRecord
-from snnbench.history import collect
-from snnbench.report import report
-from snnbench.rundir import RunFolder, load_run
-from snnbench.spec import NetworkSpec
-from snnbench.targets import check_fused_targets
+from snnbench.gate.compare import compare
+from snnbench.gate.compare_output import format_comparison
+from snnbench.records import schema
+from snnbench.records.contract import CaseRecord
+from snnbench.report.history import collect
+from snnbench.report.pages import report
+from snnbench.report.targets import check_fused_targets
+from snnbench.store.rundir import RunFolder, load_run
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
 REPO = Path(__file__).resolve().parents[1]

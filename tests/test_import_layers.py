@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,45 +25,39 @@ def test_import_contracts_are_kept() -> None:
 
 def test_importing_the_config_starts_no_executor() -> None:
     # the [executor] table is data: reading a config loads no engine, process or lifeline
-    code = ("import sys, snnbench.config; "
+    code = ("import sys, snnbench.sweep.config; "
             "print(sorted(m for m in sys.modules if m.startswith('snnbench.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    for heavy in ("snnbench.executors.local", "snnbench.launch", "snnbench.lifeline"):
+    for heavy in ("snnbench.executors.local", "snnbench.executors.launch", "snnbench.host.lifeline"):
         assert heavy not in out
 
 
-def _room(module: str) -> str:
-    """The part of the house ``module`` belongs to: a subpackage is one room, as in the layers
-    contract (``snnbench.sweep.run`` → ``snnbench.sweep``)."""
-    return ".".join(module.split(".")[:2])
+PACKAGE = REPO / "snnbench"
 
 
-def test_no_chain_of_imports_is_longer_than_eleven_floors() -> None:
-    # the layers contract allows imports within a layer, so it alone cannot stop the house from
-    # growing taller: this counts the floors as the longest chain of imports between rooms
-    # (function-level imports included, as they are edges all the same). Eleven since the
-    # workload seam (issue 34) put named tiers under the adapters: the plugin API v1 → v2 shim,
-    # the API v2, the workload and what Linear+LIF stands on (reference)
-    grimp = pytest.importorskip("grimp")
-    graph = grimp.build_graph("snnbench")
-    arrows: dict[str, set[str]] = {}
-    for module in graph.modules:
-        for imported in graph.find_modules_directly_imported_by(module):
-            if imported.startswith("snnbench") and _room(imported) != _room(module):
-                arrows.setdefault(_room(module), set()).add(_room(imported))
-    floors: dict[str, int] = {}
+def _tiers() -> list[list[str]]:
+    """The tiers contract's layers, top first, each as the rooms it names."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (tiers,) = [c for c in contracts if c["type"] == "layers"]
+    return [[room.strip() for room in re.split(r"[:|]", layer)] for layer in tiers["layers"]]
 
-    def floor(room: str, seen: tuple[str, ...] = ()) -> int:
-        assert room not in seen, f"import cycle: {' -> '.join((*seen, room))}"
-        if room not in floors:
-            floors[room] = 1 + max((floor(r, (*seen, room)) for r in arrows.get(room, ())),
-                                   default=0)
-        return floors[room]
 
-    top = max(arrows, key=floor)
-    chain = [top]
-    while arrows.get(chain[-1]):
-        chain.append(max(arrows[chain[-1]], key=floor))
-    assert floor(top) <= 11, " -> ".join(chain)
-    assert floors["snnbench.__main__"] == floor(top)  # the entry point stands on top
+def test_the_package_has_at_most_twelve_top_level_modules() -> None:
+    # issue 34: the house is read through its named tiers (subpackages), not a flat list
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 12, modules
+
+
+def test_every_room_of_the_house_stands_in_one_tier() -> None:
+    # a module or subpackage the tiers contract does not name escapes it: import-linter checks
+    # only what a layer names, so a new room must be given its tier
+    rooms = {f"snnbench.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    rooms |= {f"snnbench.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    named = [room for layer in _tiers() for room in layer]
+    assert len(named) == len(set(named)), "a room stands in two tiers"
+    # data packages hold no code that imports anything
+    data = {"snnbench.configs", "snnbench.locks", "snnbench.schemas"}
+    assert sorted(rooms - set(named) - data) == []
+    assert sorted(set(named) - rooms) == []

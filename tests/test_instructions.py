@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from snnbench import callgrind, gate
-from snnbench.compare import CompareError, compare
-from snnbench.contract import CaseRecord, Job
-from snnbench.metrics import GATED, metric
-from snnbench.spec import NetworkSpec
-from snnbench.worker import count_instructions
+from snnbench.gate import interval as gate
+from snnbench.gate.compare import CompareError, compare
+from snnbench.measure import callgrind
+from snnbench.measure.worker import count_instructions
+from snnbench.records.contract import CaseRecord, Job
+from snnbench.records.metrics import GATED, metric
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import timed_case, write_run
 from tests.test_user_errors import assert_one_line_error, invoke

@@ -21,20 +21,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench import libenv
-from snnbench.config import ConfigError, RunConfig
-from snnbench.contract import case_key, environment_tag
-from snnbench.libenv import (
+from snnbench.host import libenv
+from snnbench.host.libenv import (
     Base,
     BuildSettings,
     EnvironmentRequest,
     EnvironmentSpecError,
     version_request,
 )
-from snnbench.planning.selection import SelectionError, select_adapters
-from snnbench.planning.tasks import build_requests
+from snnbench.records.contract import case_key, environment_tag
 from snnbench.registry import discover
-from snnbench.rundir import adapter_label, load_run
+from snnbench.store.rundir import adapter_label, load_run
+from snnbench.sweep.config import ConfigError, RunConfig
+from snnbench.sweep.planning.selection import SelectionError, select_adapters
+from snnbench.sweep.planning.tasks import build_requests
 from tests.conftest import library_installed, run_cli
 
 # ------------------------------------------------------------------------------- fixtures
@@ -436,7 +436,7 @@ def test_two_snntorch_versions_in_one_run(env_cache: Path, tmp_path: Path) -> No
 @pytest.mark.slow
 def test_spikingjelly_legacy_release_verified_exact(env_cache: Path) -> None:
     _needs("torch")
-    from snnbench.verify_cmd import VerifyRequest, run_verification
+    from snnbench.sweep.verify_cmd import VerifyRequest, run_verification
 
     records = run_verification(VerifyRequest(
         adapters=("spikingjelly@0.0.0.0.14",), neurons=(32,), time_steps=30))

@@ -122,14 +122,14 @@ def test_terminating_a_ray_sweep_leaves_nothing(tmp_path: Path, process_tag: str
 
 def test_a_worker_whose_parent_died_before_it_started_exits(tmp_path: Path) -> None:
     """The race the pre-exec check covers: the launcher is gone when the worker arms."""
-    from snnbench.lifeline import PARENT_PID_VAR
+    from snnbench.host.lifeline import PARENT_PID_VAR
 
     job_dir = tmp_path / "jobs" / "k"
     job_dir.mkdir(parents=True)
     (job_dir / "job.json").write_text("{}")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    proc = subprocess.run([sys.executable, "-m", "snnbench.worker", str(job_dir / "job.json")],
+    proc = subprocess.run([sys.executable, "-m", "snnbench.measure.worker", str(job_dir / "job.json")],
                           env={**os.environ, PARENT_PID_VAR: str(dead.pid)}, cwd=REPO,
                           capture_output=True, text=True, timeout=60,
                           start_new_session=True)
@@ -146,14 +146,14 @@ def test_the_leak_check_finds_an_orphaned_worker(process_tag: str) -> None:
     # the shell starts it in the background and exits: the sleeper is re-parented, as a
     # leaked worker was
     subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'import time; time.sleep(60)' "
-                                "snnbench.worker >/dev/null 2>&1 &"],
+                                "snnbench.measure.worker >/dev/null 2>&1 &"],
                    env={**os.environ, TAG_VAR: process_tag}, check=True, timeout=30)
     deadline = time.monotonic() + 10
     found: list[str] = []
     while not found and time.monotonic() < deadline:
         found = tagged_processes(process_tag)
         time.sleep(0.1)
-    assert len(found) == 1 and "snnbench.worker" in found[0]
+    assert len(found) == 1 and "snnbench.measure.worker" in found[0]
     os.kill(int(found[0].split()[1]), signal.SIGKILL)
     assert wait_until_gone(process_tag) == []
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from snnbench.fileio import StorageError
-from snnbench.manifest import Execution, Manifest
-from snnbench.rundir import RunFolder
+from snnbench.records.fileio import StorageError
+from snnbench.store.manifest import Execution, Manifest
+from snnbench.store.rundir import RunFolder
 from tests.conftest import REPO
 
 COMMITTED = sorted(p.parent for p in (REPO / "results").glob("*/*/manifest.json"))

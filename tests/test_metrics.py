@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from snnbench import metrics, schema
-from snnbench.worker import _throughput
+from snnbench.measure.worker import _throughput
+from snnbench.records import metrics, schema
 
 
 def test_samples_per_s_is_the_batch_over_the_median_step_time() -> None:

@@ -1,4 +1,4 @@
-"""snnbench.nvml: the one way into NVML, and what each caller makes of a machine without it."""
+"""snnbench.host.nvml: the one way into NVML, and what each caller makes of a machine without it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from snnbench import environment, nvml, preflight
 from snnbench.executors.base import ExecutorError
 from snnbench.executors.placement import list_gpus
+from snnbench.host import environment, nvml, preflight
 
 
 class _NoDriver:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from snnbench.report import report
+from snnbench.report.pages import report
 from tests.conftest import REPO, run_cli
 from tests.fixtures.browser import headless_chromium, open_page
 from tests.fixtures.runfolders import timed_case, write_run

@@ -25,14 +25,14 @@ UNSHARE = ["unshare", "--fork", "--pid", "--mount-proc"]
 _ARM_UNDER_PID_1 = """
 import os, sys
 os.getppid = lambda: 1
-from snnbench import lifeline
+from snnbench.host import lifeline
 assert lifeline.arm(None)
 print("armed and alive")
 """
 
 
 def test_a_worker_whose_launcher_is_pid_1_lives() -> None:
-    from snnbench.lifeline import PARENT_PID_VAR
+    from snnbench.host.lifeline import PARENT_PID_VAR
 
     result = subprocess.run([sys.executable, "-c", _ARM_UNDER_PID_1],
                             env={**os.environ, PARENT_PID_VAR: "1"}, cwd=REPO,
@@ -44,7 +44,7 @@ def test_a_worker_whose_launcher_is_pid_1_lives() -> None:
 
 def test_a_worker_re_parented_to_init_still_dies() -> None:
     """The check the fix narrows still holds: launcher 4242 gone, parent now 1."""
-    from snnbench.lifeline import PARENT_PID_VAR
+    from snnbench.host.lifeline import PARENT_PID_VAR
 
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -16,9 +16,9 @@ import snnbench.api as api
 from snnbench import plugin
 from snnbench.adapter import Capabilities as CapabilitiesV1
 from snnbench.adapter_shim import LegacyAdapter, as_v2, capabilities_v2, implementation
-from snnbench.spec import NetworkSpec
-from snnbench.verify import check_adapter
+from snnbench.measure.verify import check_adapter
 from snnbench.workload import LinearLif
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import REPO, run_cli
 
 FIXTURE = Path(__file__).parent / "plugin_api"

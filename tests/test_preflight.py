@@ -14,14 +14,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from snnbench import preflight
 from snnbench.cli import app
-from snnbench.config import ConfigError, RunConfig, RunSettings
-from snnbench.contract import CaseRecord, Placement
 from snnbench.errors import UserError
-from snnbench.planning.jobs import make_job, thread_env
-from snnbench.planning.tasks import Task
-from snnbench.preflight import (
+from snnbench.host import preflight
+from snnbench.host.preflight import (
     CpuMonitor,
     CpuSample,
     GpuProcess,
@@ -32,8 +28,12 @@ from snnbench.preflight import (
     noise_verdict,
     read_turbo,
 )
-from snnbench.spec import NetworkSpec
+from snnbench.records.contract import CaseRecord, Placement
+from snnbench.sweep.config import ConfigError, RunConfig, RunSettings
+from snnbench.sweep.planning.jobs import make_job, thread_env
+from snnbench.sweep.planning.tasks import Task
 from snnbench.sweep.run import start_run
+from snnbench.workload.linear_lif.spec import NetworkSpec
 
 
 def fake_sysfs(root: Path, governors: list[str], no_turbo: str | None = None,
@@ -322,8 +322,8 @@ def test_resuming_a_run_from_before_the_wait_policy_keeps_the_libraries_default(
 
 
 def test_a_busy_case_gets_a_note_in_the_table() -> None:
-    from snnbench.storage import summary_frame
-    from snnbench.tables import HEADERS, case_rows
+    from snnbench.report.tables import HEADERS, case_rows
+    from snnbench.store.storage import summary_frame
 
     busy, quiet = _record(1.25), _record(0.1)
     quiet.spec = NetworkSpec(neurons=64)
@@ -336,7 +336,7 @@ def test_a_busy_case_gets_a_note_in_the_table() -> None:
 
 
 def test_compare_warns_about_a_noisy_run() -> None:
-    from snnbench.compare import manifest_warnings
+    from snnbench.gate.compare import manifest_warnings
 
     noisy = {"noise": {"noisy": True, "reasons": ["at the start: busy", "at the end: busy"]}}
     quiet = {"noise": {"noisy": False, "reasons": []}}

@@ -16,7 +16,7 @@ import pytest
 from snnbench.adapter import AdapterUnavailable, Capabilities, Model
 from snnbench.adapters import _prepare, lava_dl, rockpool, sinabs_exodus, spikingjelly
 from snnbench.adapters.torch_ref import TorchAdapter
-from snnbench.spec import CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 
 def test_warm_up_spec_takes_what_the_adapter_supports() -> None:

@@ -17,7 +17,7 @@ from snnbench.adapter import Adapter, Model
 from snnbench.cli import app
 from snnbench.probe_cache import FORMAT, Installed, ProbeCache
 from snnbench.registry import AdapterEntry
-from snnbench.spec import CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 
 class _Counting:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from snnbench.processes import run_captured, stop_group
+from snnbench.host.processes import run_captured, stop_group
 
 
 def _alive(pid: int) -> bool:

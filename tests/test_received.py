@@ -77,7 +77,7 @@ def test_resume_builds_no_environment_a_received_manifest_names(tmp_path: Path) 
 
 
 def test_resume_takes_no_environment_cache_from_a_received_manifest(tmp_path: Path) -> None:
-    from snnbench.libenv import MARKER_FILE, Base, environment_key
+    from snnbench.host.libenv import MARKER_FILE, Base, environment_key
 
     out, pwned = tmp_path / "run", tmp_path / "PWNED"
     shipped = out / "shipped-cache"
@@ -182,7 +182,7 @@ def test_a_plugin_named_like_a_path_writes_inside_the_run_folder(tmp_path: Path)
 
 
 def test_names_become_single_file_name_components() -> None:
-    from snnbench.contract import case_key, file_safe
+    from snnbench.records.contract import case_key, file_safe
 
     assert case_key("torch", "compile", "cpu", "abc") == "torch--compile--cpu--abc"
     key = case_key("../../x", "a/b", "cpu", "abc")
@@ -210,8 +210,9 @@ def test_verify_dump_on_a_full_disk_keeps_earlier_dumps_and_says_so(
     import numpy as np
     from typer.testing import CliRunner
 
-    from snnbench import verify_cmd, worker
     from snnbench.cli import app
+    from snnbench.measure import worker
+    from snnbench.sweep import verify_cmd
 
     args = ["verify", "--adapters", "fake-ok", "--neurons", "8", "--steps", "6", "--reset",
             "subtract", "--dump", str(tmp_path / "dumps")]
@@ -285,7 +286,7 @@ def test_a_config_that_is_no_regular_file_is_refused(tmp_path: Path, command: st
 
 
 def test_a_config_larger_than_a_config_is_refused(tmp_path: Path) -> None:
-    from snnbench.config import CONFIG_MAX_BYTES, ConfigError, load_config
+    from snnbench.sweep.config import CONFIG_MAX_BYTES, ConfigError, load_config
 
     big = tmp_path / "big.toml"
     big.write_text("# padding\n" * (CONFIG_MAX_BYTES // 10 + 1))
@@ -296,12 +297,12 @@ def test_a_config_larger_than_a_config_is_refused(tmp_path: Path) -> None:
 # -- item 18: a result the worker could not write is run again by --resume ------------------
 def test_a_result_the_worker_could_not_write_is_lost_not_an_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from snnbench import worker
-    from snnbench.contract import RESULT_NOT_WRITTEN_EXIT, CaseRecord, Job
-    from snnbench.fileio import WriteError
-    from snnbench.launch import Exit, classify_exit
-    from snnbench.schema import FAILED_STATUSES, RETRY_STATUSES
-    from snnbench.spec import NetworkSpec
+    from snnbench.executors.launch import Exit, classify_exit
+    from snnbench.measure import worker
+    from snnbench.records.contract import RESULT_NOT_WRITTEN_EXIT, CaseRecord, Job
+    from snnbench.records.fileio import WriteError
+    from snnbench.records.schema import FAILED_STATUSES, RETRY_STATUSES
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     job = Job(adapter="fake-ok", variant="default", device="cpu",
               spec=NetworkSpec(neurons=8, batch_size=2, time_steps=4),
@@ -320,7 +321,7 @@ def test_a_result_the_worker_could_not_write_is_lost_not_an_error(
 
 # -- item 25: a wheelhouse that is not there is refused, cached environment or not ----------
 def test_a_missing_wheelhouse_is_refused_when_the_environment_is_cached(tmp_path: Path) -> None:
-    from snnbench.libenv import (
+    from snnbench.host.libenv import (
         MARKER_FILE,
         Base,
         BuildSettings,

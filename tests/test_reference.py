@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from snnbench.reference import run_reference, surrogate_grad
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.verify import check_adapter
+from snnbench.measure.verify import check_adapter
+from snnbench.workload.linear_lif.reference import run_reference, surrogate_grad
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 
 def naive_lif(x: np.ndarray, spec: NetworkSpec) -> tuple[np.ndarray, np.ndarray]:

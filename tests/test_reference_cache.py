@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snnbench import verify, worker
-from snnbench.contract import Job
-from snnbench.reference import ReferenceResult
-from snnbench.schema import REFERENCES_DIR
-from snnbench.spec import CaseData, NetworkSpec, make_case_data
-from snnbench.timing import MeasureSettings
-from snnbench.worker import run_job
+from snnbench.measure import verify, worker
+from snnbench.measure.timing import MeasureSettings
+from snnbench.measure.worker import run_job
+from snnbench.records.contract import Job
+from snnbench.records.schema import REFERENCES_DIR
+from snnbench.workload.linear_lif.reference import ReferenceResult
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
 FAST = MeasureSettings(repeats=2, max_repeats=2, min_time_s=0.0, warmup=0, warmup_s=0.0)
 SPEC = NetworkSpec(neurons=8, batch_size=2, time_steps=30)

@@ -19,7 +19,7 @@ def test_broken_plugins_do_not_stop_discovery(monkeypatch: pytest.MonkeyPatch) -
     eps = [
         _ep("torch", "snnbench.adapters.torch_ref:TorchAdapter"),
         _ep("gone", "no_such_module_xyz:Adapter"),
-        _ep("notadapter", "snnbench.stats:summarize"),
+        _ep("notadapter", "snnbench.store.stats:summarize"),
         _ep("misnamed", "snnbench.adapters.torch_ref:TorchAdapter"),
     ]
     monkeypatch.setattr(registry, "_entry_points", lambda: eps)
@@ -46,8 +46,8 @@ def test_importing_the_harness_imports_no_benchmarked_library() -> None:
     import sys
 
     code = (
-        "import sys, snnbench.cli, snnbench.sweep.run, snnbench.worker, snnbench.registry, "
-        "snnbench.verify_cmd\n"
+        "import sys, snnbench.cli, snnbench.sweep.run, snnbench.measure.worker, snnbench.registry, "
+        "snnbench.sweep.verify_cmd\n"
         "from snnbench.registry import discover\n"
         "discover()\n"
         "bad = [m for m in ('torch', 'jax', 'snntorch', 'norse', 'spikingjelly', 'sinabs', "

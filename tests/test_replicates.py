@@ -10,20 +10,20 @@ import pandas as pd
 import pytest
 
 from snnbench.adapters.null import PROBE_NOTE, NullAdapter
-from snnbench.compare import compare
-from snnbench.config import ConfigError, RunConfig
-from snnbench.contract import CaseRecord
-from snnbench.overhead import harness_overhead
-from snnbench.planning.jobs import plan_jobs
-from snnbench.planning.tasks import plan_tasks
+from snnbench.gate.compare import compare
+from snnbench.records.contract import CaseRecord
 from snnbench.registry import discover
-from snnbench.report import overhead_lines, summary_table
-from snnbench.rundir import load_run
-from snnbench.spec import NetworkSpec
-from snnbench.stats import replicate_spread, within_spread
-from snnbench.storage import samples_frame, summary_frame
+from snnbench.report.pages import overhead_lines, summary_table
+from snnbench.store.overhead import harness_overhead
+from snnbench.store.rundir import load_run
+from snnbench.store.stats import replicate_spread, within_spread
+from snnbench.store.storage import samples_frame, summary_frame
+from snnbench.sweep.config import ConfigError, RunConfig
+from snnbench.sweep.planning.jobs import plan_jobs
+from snnbench.sweep.planning.tasks import plan_tasks
 from snnbench.sweep.run import start_run
 from snnbench.workload import LinearLif
+from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import timed_case, write_run
 
@@ -287,7 +287,7 @@ def test_compare_never_gates_on_the_probe(tmp_path: Path) -> None:
 
 
 def test_null_is_listed_but_not_in_a_sweeps_all() -> None:
-    from snnbench.planning.selection import select_adapters
+    from snnbench.sweep.planning.selection import select_adapters
 
     entries = discover()
     assert entries["null"].adapter_class is NullAdapter

@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from snnbench import plots, schema
+from snnbench.records import schema
 from snnbench.render.formats import html_table, markdown, text
-from snnbench.report import Table, format_table, report, summary_table
-from snnbench.rundir import RunDirError, load_run
+from snnbench.report import plots
+from snnbench.report.pages import Table, format_table, report, summary_table
+from snnbench.store.rundir import RunDirError, load_run
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -133,7 +134,7 @@ def test_depth_sweep_gets_a_time_per_layer_plot(tmp_path: Path) -> None:
 def test_time_per_layer_divides_by_the_depth(tmp_path: Path) -> None:
     import pandas as pd
 
-    from snnbench import plots
+    from snnbench.report import plots
 
     rows = pd.DataFrame([
         {"adapter": "torch", "variant": "default", "environment": "", "phase": "step",
@@ -248,10 +249,10 @@ def test_other_schema_version(tmp_path: Path) -> None:
 
 
 def test_reads_what_the_harness_storage_writes(tmp_path: Path) -> None:
-    """The real writer (snnbench.storage) and this reader agree on the format."""
-    from snnbench.compare import compare
-    from snnbench.contract import CaseRecord
-    from snnbench.rundir import RunDir
+    """The real writer (snnbench.store.storage) and this reader agree on the format."""
+    from snnbench.gate.compare import compare
+    from snnbench.records.contract import CaseRecord
+    from snnbench.store.rundir import RunDir
 
     def record(adapter: str, n: int, status: str, scale: float) -> CaseRecord:
         rng = np.random.default_rng(n)

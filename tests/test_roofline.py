@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench import roofline
-from snnbench.roofline import annotate, device_peak, impossible_rows, phase_work
-from snnbench.rundir import load_run
+from snnbench.records import roofline
+from snnbench.records.roofline import annotate, device_peak, impossible_rows, phase_work
+from snnbench.store.rundir import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = ROOT.parent / "shared" / "anchors" / "opennm-2024-rtx4090.csv"
@@ -128,8 +128,8 @@ def test_no_committed_gpu_row_is_impossible(run: Path) -> None:
 def test_a_case_records_what_its_library_does_by_default() -> None:
     """Rows say what users of a library get without snnbench's precision setting: JAX runs
     float32 products as TF32 on NVIDIA GPUs unless told otherwise; PyTorch does not."""
-    from snnbench.spec import NetworkSpec
-    from snnbench.worker import apply_framework_settings
+    from snnbench.measure.worker import apply_framework_settings
+    from snnbench.workload.linear_lif.spec import NetworkSpec
 
     torch_applied = apply_framework_settings("torch", NetworkSpec(), 1)
     assert torch_applied["torch_default_float32_matmul_precision"] == "highest"
@@ -157,8 +157,8 @@ def _planted_impossible(tmp_path: Path) -> Path:
 
 
 def test_show_and_report_flag_an_impossible_row_and_never_rank_it(tmp_path: Path) -> None:
-    from snnbench.report import report
-    from snnbench.tables import case_rows
+    from snnbench.report.pages import report
+    from snnbench.report.tables import case_rows
 
     run = _planted_impossible(tmp_path)
     rows = {r[0] + (":" + r[1] if r[1] != "default" else ""): r
@@ -178,7 +178,7 @@ def test_show_and_report_flag_an_impossible_row_and_never_rank_it(tmp_path: Path
 def test_a_noisy_run_says_so_before_any_figure(tmp_path: Path) -> None:
     import json
 
-    from snnbench.report import report
+    from snnbench.report.pages import report
 
     run = _planted_impossible(tmp_path)
     manifest = json.loads((run / "manifest.json").read_text())
@@ -191,7 +191,7 @@ def test_a_noisy_run_says_so_before_any_figure(tmp_path: Path) -> None:
 
 def test_the_gate_fails_an_impossible_measurement(tmp_path: Path) -> None:
     """A candidate faster than its device's floor is no improvement: the gate fails on it."""
-    from snnbench.compare import compare
+    from snnbench.gate.compare import compare
 
     run = _planted_impossible(tmp_path)
     honest = ROOT / "results" / "reference" / "gpu-h100-2026-11-26-zero" / "run"

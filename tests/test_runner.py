@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
-from snnbench.schema import SAMPLE_COLUMNS, SUMMARY_COLUMNS
+from snnbench.records.schema import SAMPLE_COLUMNS, SUMMARY_COLUMNS
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
 
 FAST = {"repeats": 3, "max_repeats": 5, "min_time_s": 0.0, "warmup": 1, "warmup_s": 0.0,

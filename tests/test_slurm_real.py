@@ -22,10 +22,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench.config import RunConfig
-from snnbench.contract import CaseRecord
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
+from snnbench.records.contract import CaseRecord
+from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
 from tests.conftest import FAKE_PLUGIN_DIR, REPO, TAG_VAR, run_cli, wait_until_gone
 from tests.test_executors import sweep

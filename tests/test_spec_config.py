@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snnbench.config import ConfigError, RunConfig, load_config
-from snnbench.spec import NetworkSpec, SpecError, make_case_data
+from snnbench.sweep.config import ConfigError, RunConfig, load_config
+from snnbench.workload.linear_lif.spec import NetworkSpec, SpecError, make_case_data
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from snnbench.stats import median_ci, noise_warning, summarize
+from snnbench.store.stats import median_ci, noise_warning, summarize
 
 
 def test_textbook_values() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from snnbench.contract import CaseRecord, ContractError
-from snnbench.rundir import RunDir
-from snnbench.schema import SUMMARY_COLUMNS
-from snnbench.spec import NetworkSpec
-from snnbench.storage import StorageError, atomic_write_json, read_summary, summary_frame
+from snnbench.records.contract import CaseRecord, ContractError
+from snnbench.records.schema import SUMMARY_COLUMNS
+from snnbench.store.rundir import RunDir
+from snnbench.store.storage import StorageError, atomic_write_json, read_summary, summary_frame
+from snnbench.workload.linear_lif.spec import NetworkSpec
 
 
 def _record(adapter: str, status: str = "ok", **extra: object) -> CaseRecord:
@@ -78,7 +78,7 @@ def test_lock_is_exclusive(tmp_path: Path) -> None:
 
 
 def test_spike_match_text_never_rounds_up_to_a_perfect_match() -> None:
-    from snnbench.tables import spike_match_text
+    from snnbench.report.tables import spike_match_text
 
     assert spike_match_text(1.0) == "100 %"
     assert spike_match_text(0.999996) == "99.999 %"
@@ -87,7 +87,7 @@ def test_spike_match_text_never_rounds_up_to_a_perfect_match() -> None:
 
 
 def test_every_summary_column_has_exactly_one_type() -> None:
-    from snnbench import schema
+    from snnbench.records import schema
 
     typed = (schema.SUMMARY_FLOAT_COLUMNS + schema.SUMMARY_INT_COLUMNS
              + schema.SUMMARY_TEXT_COLUMNS + schema.SUMMARY_BOOL_COLUMNS)

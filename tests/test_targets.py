@@ -1,4 +1,4 @@
-"""The fused backend's targets (snnbench.targets) judged from run summaries with known values."""
+"""The fused backend's targets (snnbench.report.targets) judged from run summaries with known values."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snnbench.report import report
-from snnbench.rundir import load_run
-from snnbench.targets import TargetCheck, check_fused_targets
+from snnbench.report.pages import report
+from snnbench.report.targets import TargetCheck, check_fused_targets
+from snnbench.store.rundir import load_run
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 

@@ -17,13 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from snnbench import cli
-from snnbench.config import RunConfig
-from snnbench.contract import CaseRecord
-from snnbench.ranking import Entry, rank_run, speedup
+from snnbench.records.contract import CaseRecord
 from snnbench.registry import discover
-from snnbench.rundir import load_run
-from snnbench.tables import spike_match_text, typed_rows
-from snnbench.views import case_line
+from snnbench.report.ranking import Entry, rank_run, speedup
+from snnbench.report.tables import spike_match_text, typed_rows
+from snnbench.report.views import case_line
+from snnbench.store.rundir import load_run
+from snnbench.sweep.config import RunConfig
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 
 LONG = "snntorch@1.0.0.post1"
@@ -262,7 +262,7 @@ def test_cases_skipped_without_running_are_not_progress(fake_plugins: Path,
 
 
 def test_variants_nobody_asked_for_are_not_expanded() -> None:
-    from snnbench.planning.tasks import plan_tasks
+    from snnbench.sweep.planning.tasks import plan_tasks
 
     entries = discover()
 
@@ -302,7 +302,7 @@ def test_flags_show_no_type_and_detach_reset_help_matches_the_default() -> None:
 
 
 def test_env_prints_no_json_in_its_cells() -> None:
-    from snnbench.views import environment_facts_table
+    from snnbench.report.views import environment_facts_table
 
     table = environment_facts_table({
         "snnbench": {"version": "0.1.0", "git_dirty": True}, "cpu": {"isa": ["avx", "avx2"]},
@@ -315,7 +315,7 @@ def test_env_prints_no_json_in_its_cells() -> None:
 
 
 def test_verify_has_no_empty_notes_column() -> None:
-    from snnbench.views import VERIFY_HEADERS, verify_document
+    from snnbench.report.views import VERIFY_HEADERS, verify_document
 
     row = {h: "" for h in VERIFY_HEADERS}
     row.update(adapter="torch", var="default", status="ok", spikes="100 %",
@@ -328,7 +328,7 @@ def test_verify_has_no_empty_notes_column() -> None:
 
 
 def test_one_thread_on_a_busy_machine_is_not_told_to_use_one_thread() -> None:
-    from snnbench.preflight import _threads_finding
+    from snnbench.host.preflight import _threads_finding
 
     one = _threads_finding(cpus=2, others=2.0, threads=1, jobs=1)
     assert one.level == "warning" and "1 thread (" in one.message

@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.config import load_config
-from snnbench.spec import SURROGATES
-from snnbench.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH
+from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH
+from snnbench.sweep.config import load_config
+from snnbench.workload.linear_lif.spec import SURROGATES
 from tests.conftest import REPO, assert_exact, run_cli
 
 EXAMPLE = REPO / "examples" / "snnbench-example-adapter"

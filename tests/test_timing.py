@@ -11,14 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from snnbench import energy, gpustate, nvml
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.contract import CaseRecord, Job
-from snnbench.gpustate import GpuState, open_monitor, throttle_warning
-from snnbench.measurement import MeasurementInfo
-from snnbench.spec import CaseData, FloatArray, NetworkSpec
-from snnbench.storage import summary_frame
-from snnbench.timing import (
+from snnbench.host import gpustate, nvml
+from snnbench.host.gpustate import GpuState, open_monitor, throttle_warning
+from snnbench.measure import energy
+from snnbench.measure.measurement import MeasurementInfo
+from snnbench.measure.timing import (
     CudaEventTimer,
     HostTimer,
     MeasureSettings,
@@ -31,7 +29,10 @@ from snnbench.timing import (
     time_block,
     warm_up,
 )
-from snnbench.worker import measure
+from snnbench.measure.worker import measure
+from snnbench.records.contract import CaseRecord, Job
+from snnbench.store.storage import summary_frame
+from snnbench.workload.linear_lif.spec import CaseData, FloatArray, NetworkSpec
 
 US = 1e-6
 
@@ -450,7 +451,7 @@ def test_a_cpu_case_records_the_host_timer_its_blocks_and_no_gpu_state() -> None
 
 
 def test_measurement_info_reads_old_and_foreign_keys_and_names_a_bad_value() -> None:
-    from snnbench.contract import ContractError
+    from snnbench.records.contract import ContractError
 
     info = MeasurementInfo(timer="host", warmup_steps=3, block_size={"forward": 4},
                            gpu_before=GpuState(sm_clock_mhz=1980.0))
@@ -472,7 +473,7 @@ def test_measurement_info_reads_old_and_foreign_keys_and_names_a_bad_value() -> 
 
 # -- settings ------------------------------------------------------------------------------------
 def test_run_config_carries_the_warm_up_cap_and_block_limit_to_the_worker() -> None:
-    from snnbench.config import RunConfig
+    from snnbench.sweep.config import RunConfig
 
     cfg = RunConfig.from_dict({"run": {"warmup_max_s": 0.5, "max_block": 1}})
     settings = cfg.run.measure_settings
@@ -492,7 +493,7 @@ def test_run_config_carries_the_warm_up_cap_and_block_limit_to_the_worker() -> N
     ("max_block", 2.5, "max_block must be a positive integer"),
 ])
 def test_bad_warm_up_cap_or_block_limit_is_one_line(key: str, value: Any, fragment: str) -> None:
-    from snnbench.config import ConfigError, RunSettings
+    from snnbench.sweep.config import ConfigError, RunSettings
 
     with pytest.raises(ConfigError, match=fragment):
         RunSettings(**{key: value})
@@ -500,7 +501,7 @@ def test_bad_warm_up_cap_or_block_limit_is_one_line(key: str, value: Any, fragme
 
 def test_the_case_table_tells_a_throttled_case_from_a_noisy_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from snnbench.tables import NOISY_NOTE, THROTTLED_NOTE, case_rows
+    from snnbench.report.tables import NOISY_NOTE, THROTTLED_NOTE, case_rows
 
     fake = FakeNVML([345, 1980, 1980, 1410])
     monkeypatch.setattr(nvml, "load", lambda: fake)
@@ -511,8 +512,8 @@ def test_the_case_table_tells_a_throttled_case_from_a_noisy_one(
 
 
 def test_a_run_written_before_timers_reads_as_host_timed_one_iteration_per_sample() -> None:
-    from snnbench.rundir import with_added_columns
-    from snnbench.schema import ADDED_COLUMN_DEFAULTS
+    from snnbench.records.schema import ADDED_COLUMN_DEFAULTS
+    from snnbench.store.rundir import with_added_columns
 
     new = [c for c in ("timer", "timer_null_s", "block_size", "warmup_stop",
                        "sm_clock_before_mhz", "power_after_w") if c in ADDED_COLUMN_DEFAULTS]
@@ -533,7 +534,7 @@ def test_a_preempted_calibration_sample_does_not_shrink_k() -> None:
 
 def test_compare_does_not_set_a_host_timed_baseline_against_device_events(
         tmp_path: Path) -> None:
-    from snnbench.compare import compare
+    from snnbench.gate.compare import compare
     from tests.fixtures.runfolders import timed_case, write_run
 
     rng = np.random.default_rng(3)

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from snnbench.cli import app
-from snnbench.config import ConfigError, RunSettings, load_config
-from snnbench.spec import FLOAT_FIELDS, NetworkSpec, SpecError
+from snnbench.sweep.config import ConfigError, RunSettings, load_config
+from snnbench.workload.linear_lif.spec import FLOAT_FIELDS, NetworkSpec, SpecError
 from tests.conftest import run_cli
 
 FAST = ["--config", "ci-smoke", "--repeats", "3", "--warmup", "1", "--threads", "1",
@@ -86,7 +86,7 @@ def test_out_existing_folder_is_left_byte_for_byte_unchanged(tmp_path: Path,
 
 def test_out_root_is_refused() -> None:
     # issue 11: `--out /` wrote cases/, logs/, the manifest and the tables into /
-    from snnbench.storage import StorageError, claim_folder
+    from snnbench.store.storage import StorageError, claim_folder
 
     with pytest.raises(StorageError, match="is not empty"):
         claim_folder(Path("/"), "--out", lambda p: False)
@@ -132,7 +132,7 @@ def test_empty_out_folder_is_used_lock_removed_one_mode_for_every_file(
 
 
 def test_lock_released_and_removed_after_a_failed_run(tmp_path: Path) -> None:
-    from snnbench.rundir import RunDir
+    from snnbench.store.rundir import RunDir
 
     run = RunDir.create(tmp_path / "run")
     run.lock()
@@ -297,7 +297,7 @@ def test_an_integer_float_field_is_the_same_case_as_its_float() -> None:
 # -- resume of a damaged run folder -------------------------------------------------------------
 @pytest.mark.parametrize("drop", ["config", "settings", "run_id"])
 def test_resume_with_a_damaged_manifest_is_one_line(tmp_path: Path, drop: str) -> None:
-    from snnbench import schema
+    from snnbench.records import schema
 
     out = tmp_path / "run"
     (out / "cases").mkdir(parents=True)

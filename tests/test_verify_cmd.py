@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from snnbench.reference import run_reference
-from snnbench.spec import CaseData, NetworkSpec
+from snnbench.workload.linear_lif.reference import run_reference
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, run_cli
 
 

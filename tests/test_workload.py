@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from snnbench.adapter import Capabilities
-from snnbench.spec import NetworkSpec, make_case_data
-from snnbench.verify import reference_for
+from snnbench.measure.verify import reference_for
 from snnbench.workload import (
     DEFAULT_KIND,
     LinearLif,
@@ -22,6 +21,7 @@ from snnbench.workload import (
     workload_class,
     workload_from_dict,
 )
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 from tests.conftest import REPO
 
 COMMITTED = sorted((REPO / "results").glob("**/cases/*.json"))
@@ -121,7 +121,7 @@ def test_knobs_say_what_the_old_capabilities_said(change: dict[str, object]) -> 
 
 
 def test_a_case_is_said_in_one_place_the_workloads_words() -> None:
-    from snnbench import schema
+    from snnbench.records import schema
 
     row = {"device": "cpu", "dtype": "float32", "neurons": 64.0, "batch_size": 4,
            "time_steps": np.int64(20), "layers": 1, "reset": "subtract", "network": ""}
@@ -140,8 +140,8 @@ def test_a_case_is_said_in_one_place_the_workloads_words() -> None:
 
 def test_a_compared_pair_names_its_network() -> None:
     # two networks of one size are two cases in compare's words too
-    from snnbench.schema import CASE_KEY
-    from snnbench.verdict import Pair
+    from snnbench.gate.verdict import Pair
+    from snnbench.records.schema import CASE_KEY
 
     case = {"adapter": "torch", "variant": "default", "device": "cpu", "dtype": "float32",
             "neurons": 64, "batch_size": 4, "time_steps": 20, "layers": 1,

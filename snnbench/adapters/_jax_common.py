@@ -43,7 +43,13 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, FloatArray, NetworkSpec
+from snnbench.workload.linear_lif.spec import (
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    FloatArray,
+    NetworkSpec,
+)
 
 if TYPE_CHECKING:  # only for annotations; never imported at run time here
     import jax
@@ -193,8 +199,9 @@ def surrogate_derivative(u: jax.Array, name: str, slope: float) -> jax.Array:
     """d spike / d u at ``u = v_pre - threshold``, in ``u``'s dtype.
 
     The formulas and the order of the float32 constants are those of
-    :func:`snnbench.reference.surrogate_grad`. Constants are Python floats (weakly typed in
-    JAX), so a bfloat16 ``u`` gives a bfloat16 derivative, as a plain implementation would.
+    :func:`snnbench.workload.linear_lif.reference.surrogate_grad`. Constants are Python floats
+    (weakly typed in JAX), so a bfloat16 ``u`` gives a bfloat16 derivative, as a plain
+    implementation would.
     """
     import jax.numpy as jnp
 

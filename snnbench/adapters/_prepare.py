@@ -24,7 +24,7 @@ import sysconfig
 from pathlib import Path
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities
-from snnbench.spec import NetworkSpec, make_case_data
+from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
 #: the tiny network: small enough to cost milliseconds, a multiple of 16 like real sizes
 WARM_UP_SPEC = NetworkSpec(neurons=32, batch_size=2, time_steps=8, seed=0)
@@ -85,7 +85,7 @@ def ensure_ninja_on_path() -> str | None:
 
     torch's extension builder (lava-dl's JIT build) runs ``ninja`` from ``PATH``; pip installs
     it in the environment's bin folder, which is not on ``PATH`` unless the environment is
-    activated (a worker started as ``/path/to/venv/bin/python -m snnbench.worker``).
+    activated (a worker started as ``/path/to/venv/bin/python -m snnbench.measure.worker``).
     """
     found = shutil.which("ninja")
     if found:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from snnbench.adapter import Model
-from snnbench.spec import CaseData, FloatArray, NetworkSpec
+from snnbench.workload.linear_lif.spec import CaseData, FloatArray, NetworkSpec
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -30,7 +30,8 @@ def torch_dtype(spec: NetworkSpec) -> torch.dtype:
 
 
 def surrogate_derivative(u: torch.Tensor, name: str, slope: float) -> torch.Tensor:
-    """d spike / d u at u = v_pre - threshold; the same formulas as ``snnbench.reference``."""
+    """d spike / d u at u = v_pre - threshold; the same formulas as
+    ``snnbench.workload.linear_lif.reference``."""
     if name == "fast_sigmoid":
         return 1.0 / (1.0 + slope * u.abs()) ** 2
     if name == "atan":

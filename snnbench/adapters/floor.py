@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import (
+from snnbench.workload.linear_lif.spec import (
     CaseData,
     FloatArray,
     NetworkSpec,

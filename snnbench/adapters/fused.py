@@ -24,7 +24,13 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import (
+    DTYPES,
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    NetworkSpec,
+)
 
 
 class FusedAdapter(Adapter):

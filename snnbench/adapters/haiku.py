@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Model
-from snnbench.spec import CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from ._jax_common import JaxAdapterBase
 

@@ -58,7 +58,7 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: lava's neuron scale: states live on a grid of 1 / (SCALE · 64) = 2^-18
 SCALE = 1 << 12

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import DTYPES, MATMUL_PRECISIONS, CaseData, NetworkSpec
 
 from .torch_variants import COMPILE_CHUNK_STEPS, CompiledChunks
 

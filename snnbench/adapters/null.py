@@ -5,7 +5,7 @@ device (``torch.cuda.synchronize`` on CUDA, nothing on the CPU). A timed ``null`
 therefore what every other sample pays on top of its work: the timer reads, the method calls,
 the gradient reset and the two synchronizations of a timed region. It is the smallest time the
 harness can resolve; the report gives it as a share of the run's smallest case
-(:func:`snnbench.overhead.harness_overhead`).
+(:func:`snnbench.store.overhead.harness_overhead`).
 
 It computes no network, so it is never verified against the reference (``verifiable=False``:
 its rows say so in their message, never silently) and it is left out of every ranking, plot,
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from snnbench import adapter as v1, api
-from snnbench.spec import (
+from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
     SURROGATES,

@@ -52,7 +52,7 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 #: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
 EXODUS_SYN_DECAY_EXPONENT = 64

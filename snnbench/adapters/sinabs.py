@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 
 def make_reset_fn(reset: str, detach_reset: bool) -> Any:

@@ -26,7 +26,7 @@ Limits, from the sinabs-exodus 2.x source (``sinabs/exodus/layers/lif.py``, ``sp
 from __future__ import annotations
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
-from snnbench.spec import SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import SURROGATES, CaseData, NetworkSpec
 
 INSTALL_HINT = ("needs CUDA torch + nvcc: make gpu-setup, or pip install sinabs-exodus "
                 "--no-build-isolation")

@@ -27,7 +27,13 @@ from __future__ import annotations
 from typing import Any
 
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import (
+    DTYPES,
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    NetworkSpec,
+)
 
 #: why reset "subtract" is refused (shown in the skipped row)
 SUBTRACT_REASON = (

@@ -44,7 +44,7 @@ from snnbench.adapter import (
     Model,
     distribution_version,
 )
-from snnbench.spec import CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from .torch_ref import REFERENCE_CAPABILITIES
 

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.spec import DTYPES, MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import (
+    DTYPES,
+    MATMUL_PRECISIONS,
+    SURROGATES,
+    CaseData,
+    NetworkSpec,
+)
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch

@@ -39,7 +39,7 @@ PyTorch's own tools, so their gain over ``torch`` is measured on the identical c
 from __future__ import annotations
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
-from snnbench.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
+from snnbench.workload.linear_lif.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
 
 from .torch_ref import REFERENCE_CAPABILITIES, build_reference_network
 

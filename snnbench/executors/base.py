@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from snnbench.contract import CaseRecord, Job
-from snnbench.executor_settings import ExecutorError, ExecutorSettings
+from snnbench.executors.settings import ExecutorError, ExecutorSettings
+from snnbench.records.contract import CaseRecord, Job
 
 __all__ = ["Executor", "ExecutorError", "JobStarted"]
 

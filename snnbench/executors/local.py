@@ -7,8 +7,8 @@ are not comparable with sequential ones (shared caches, memory bandwidth, clocks
 records its concurrency.
 
 Each case's worker is forked from a zygote that imported its library once per sweep
-(``[executor] start = "fork"``, the default on Linux: :mod:`snnbench.forkserver`), or started
-as a new interpreter (``"spawn"``); every row records which (``start``).
+(``[executor] start = "fork"``, the default on Linux: :mod:`snnbench.executors.forkserver`), or
+started as a new interpreter (``"spawn"``); every row records which (``start``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from snnbench.contract import CaseRecord, Job, Placement
-from snnbench.executor_settings import ExecutorError, ExecutorSettings
 from snnbench.executors.base import Executor, JobStarted
+from snnbench.executors.forkserver import Zygotes, fork_unsupported
+from snnbench.executors.launch import Cancelled, run_worker
 from snnbench.executors.placement import Slot, cpu_slots, gpu_slots, hostname
-from snnbench.forkserver import Zygotes, fork_unsupported
-from snnbench.launch import Cancelled, run_worker
+from snnbench.executors.settings import ExecutorError, ExecutorSettings
+from snnbench.records.contract import CaseRecord, Job, Placement
 
 #: how often the collecting thread wakes up (an interrupt is handled within this time)
 POLL_S = 0.1

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from snnbench import nvml
 from snnbench.executors.base import ExecutorError
+from snnbench.host import nvml
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
-from snnbench.executor_settings import (
+from snnbench.executors.base import Executor
+from snnbench.executors.settings import (
     ENTRY_POINT_GROUP,
     ExecutorError,
     ExecutorSettings,
     load_executor,
 )
-from snnbench.executors.base import Executor
 
 
 def executor_class(name: str) -> type[Executor]:

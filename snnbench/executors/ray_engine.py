@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snnbench.contract import CaseRecord, Job
-from snnbench.executor_settings import ExecutorSettings
 from snnbench.executors.base import ExecutorError, JobStarted
 from snnbench.executors.remote import ClusterExecutor, Owner, beat, run_one
+from snnbench.executors.settings import ExecutorSettings
+from snnbench.records.contract import CaseRecord, Job
 
 #: how long ray.wait blocks before the loop looks again (an interrupt waits at most this)
 POLL_S = 0.25

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import psutil
 
-from snnbench.contract import CaseRecord, ContractError, Job, Placement, now_utc
 from snnbench.executors.base import Executor
+from snnbench.executors.launch import Cancelled
 from snnbench.executors.local import run_in_folder
 from snnbench.executors.placement import hostname, visible_gpu_uuid
-from snnbench.launch import Cancelled
-from snnbench.schema import CASES_DIR, JOBS_DIR, RETRY_STATUSES
+from snnbench.records.contract import CaseRecord, ContractError, Job, Placement, now_utc
+from snnbench.records.schema import CASES_DIR, JOBS_DIR, RETRY_STATUSES
 
 #: the heartbeat the owner rewrites (``<run>/jobs/.owner``)
 HEARTBEAT = ".owner"
@@ -48,7 +48,7 @@ HEARTBEAT = ".owner"
 CANCEL = ".cancel"
 
 if TYPE_CHECKING:
-    from snnbench.executor_settings import ExecutorSettings
+    from snnbench.executors.settings import ExecutorSettings
 
 SettingsT = TypeVar("SettingsT")
 
@@ -338,7 +338,7 @@ def run_packed(run_dir: str, jobs: list[dict[str, Any]], owner: Owner, executor:
     ``concurrency`` is recorded for now; the submitting process corrects it to what ran side
     by side (:func:`side_by_side`).
     """
-    from snnbench.machines import write_machine_record
+    from snnbench.host.machines import write_machine_record
 
     root = Path(run_dir)
     host = hostname()
@@ -444,7 +444,7 @@ def run_one(run_dir: str, data: dict[str, Any], owner: Owner,
         engine_job_id = str(ray.get_runtime_context().get_task_id() or "")
     except Exception:  # called outside Ray (tests)
         pass
-    from snnbench.machines import write_machine_record
+    from snnbench.host.machines import write_machine_record
 
     root = Path(run_dir)
     host = hostname()

@@ -3,7 +3,7 @@
 Several cases are packed into each array task (many tiny jobs are an anti-pattern on Slurm);
 a task runs its cases one after another with :func:`snnbench.executors.remote.run_packed`,
 each in a fresh worker process, optionally inside an Apptainer image
-(``apptainer exec --nv IMAGE python -m snnbench.worker …``). The run folder is the exchange
+(``apptainer exec --nv IMAGE python -m snnbench.measure.worker …``). The run folder is the exchange
 (a shared filesystem is required): nodes write each record into ``<run>/cases/`` themselves,
 and this process yields them as they appear.
 
@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snnbench.contract import CaseRecord, ContractError, Job
-from snnbench.executor_settings import ExecutorSettings, check_int
 from snnbench.executors.base import ExecutorError, JobStarted
 from snnbench.executors.placement import available_cpus
 from snnbench.executors.remote import (
@@ -56,7 +54,9 @@ from snnbench.executors.remote import (
     side_by_side,
     signal_delay_s,
 )
+from snnbench.executors.settings import ExecutorSettings, check_int
 from snnbench.executors.slurm_state import SlurmStates, TaskState, status_of
+from snnbench.records.contract import CaseRecord, ContractError, Job
 
 #: how often the folder and the jobs are looked at (Slurm: one squeue call each time;
 #: ``SNNBENCH_SLURM_POLL_S`` changes it, e.g. for a small CI cluster)

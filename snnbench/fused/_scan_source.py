@@ -16,8 +16,8 @@ SOURCE = r"""// CPU LIF scans for snnbench.fused: the forward recurrence and its
 // loop runs over the range and is auto-vectorised.
 //
 // Op order: compile with -ffp-contract=off (cpu.py does) so that `beta * v` and `+ x` are two
-// roundings, exactly as in snnbench.reference (NumPy), and the threshold test sees the same
-// float32 value. The backward mirrors the reference's expression order too.
+// roundings, exactly as in snnbench.workload.linear_lif.reference (NumPy), and the threshold test
+// sees the same float32 value. The backward mirrors the reference's expression order too.
 //
 // Threads: OpenMP from the same libgomp as torch (same soname, already loaded by torch), so the
 // scan shares torch's thread pool instead of starting a second one.

@@ -66,7 +66,7 @@ _FLAGS: tuple[str, ...] = (
     "-std=c++17",
 )
 #: the ``-march`` of the build, ``native`` unless set: the instruction counter
-#: (snnbench.callgrind) sets x86-64-v3 (AVX2), since valgrind cannot run AVX-512 code and a
+#: (snnbench.measure.callgrind) sets x86-64-v3 (AVX2), since valgrind cannot run AVX-512 code and a
 #: native build dies there of SIGILL
 MARCH_ENV = "SNNBENCH_FUSED_MARCH"
 _DTYPE_CODES: dict[torch.dtype, int] = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}

@@ -7,9 +7,9 @@ import math
 import torch
 from torch import nn
 
-from snnbench import neuron
 from snnbench.fused.autograd import BACKENDS, fused_linear_lif
 from snnbench.fused.params import LIFParams
+from snnbench.workload.linear_lif import neuron
 
 
 class FusedLinearLIF(nn.Module):

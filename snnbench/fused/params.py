@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from snnbench import neuron
+from snnbench.workload.linear_lif import neuron
 
 # SURROGATES (re-exported) and RESET_MODES are in the integer order the kernels use
 # (``surrogate_code``, ``reset_code``): the spec's, by design
-from snnbench.neuron import RESET_MODES, SURROGATES as SURROGATES
+from snnbench.workload.linear_lif.neuron import RESET_MODES, SURROGATES as SURROGATES
 
 #: reset modes (``reset_code`` is the index)
 RESETS: tuple[str, ...] = RESET_MODES
@@ -30,7 +30,8 @@ class LIFParams:
     gradient through the spike.
     """
 
-    # the canonical neuron's defaults (snnbench.neuron), which the spec defaults to as well
+    # the canonical neuron's defaults (snnbench.workload.linear_lif.neuron), which the spec defaults
+    # to as well
     beta: float = neuron.BETA
     threshold: float = neuron.THRESHOLD
     reset: str = neuron.RESET

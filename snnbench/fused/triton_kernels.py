@@ -81,7 +81,7 @@ def _lif_forward_kernel(  # type: ignore[no-untyped-def]
 
 @triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
 def _surrogate(u, slope, SURROGATE: tl.constexpr):  # type: ignore[no-untyped-def]
-    # same formulas and operation order as snnbench.reference.surrogate_grad
+    # same formulas and operation order as snnbench.workload.linear_lif.reference.surrogate_grad
     if SURROGATE == 0:  # fast_sigmoid: 1 / (1 + k|u|)^2
         d = 1.0 + slope * tl.abs(u)
         out = 1.0 / (d * d)

@@ -2,7 +2,7 @@
 
 A :class:`Table` holds strings only: headers, rows, and what goes around them (a title,
 numbered footnotes, per-row styles, per-column alignment). Building one is the job of the
-module that knows the data (:mod:`snnbench.report`, :mod:`snnbench.compare_render`,
+module that knows the data (:mod:`snnbench.report.pages`, :mod:`snnbench.compare_render`,
 :mod:`snnbench.cli_tables`); drawing it is the job of one back-end per format
 (:mod:`snnbench.render.formats`). Nothing here knows a metric or a run.
 """

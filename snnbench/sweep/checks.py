@@ -1,13 +1,13 @@
-"""The sweep's check of this machine, before and after its cases (:mod:`snnbench.preflight`
+"""The sweep's check of this machine, before and after its cases (:mod:`snnbench.host.preflight`
 measures; this decides when it applies and what a noisy machine does to the sweep)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from snnbench.config import RunSettings
 from snnbench.executors import Executor
-from snnbench.preflight import NoisyMachine, Preflight, Probes, check_machine, refusal
+from snnbench.host.preflight import NoisyMachine, Preflight, Probes, check_machine, refusal
+from snnbench.sweep.config import RunSettings
 
 
 def preflight_check(settings: RunSettings, executor: Executor, device: str,

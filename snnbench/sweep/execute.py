@@ -8,15 +8,15 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from snnbench.contract import CaseRecord, Job
 from snnbench.errors import UserError
 from snnbench.executors import Executor
-from snnbench.lifeline import start_reaper, stop_reaper
-from snnbench.planning.jobs import static_record
-from snnbench.planning.messages import ProgressCallback
-from snnbench.rundir import RunFolder
-from snnbench.schema import JOBS_DIR, REFERENCES_DIR, RETRY_STATUSES
+from snnbench.host.lifeline import start_reaper, stop_reaper
+from snnbench.records.contract import CaseRecord, Job
+from snnbench.records.schema import JOBS_DIR, REFERENCES_DIR, RETRY_STATUSES
+from snnbench.store.rundir import RunFolder
 from snnbench.sweep.plan import Plan
+from snnbench.sweep.planning.jobs import static_record
+from snnbench.sweep.planning.messages import ProgressCallback
 
 
 def retry_attempts(folder: RunFolder) -> dict[str, int]:
@@ -39,7 +39,7 @@ def execute(
 ) -> Iterator[CaseRecord]:
     """Run the plan's jobs (``jobs``: the plan's, already listed) that the folder lacks,
     storing each record as it arrives (in the order the executor finishes them); the tables
-    are rebuilt only as the records double (:meth:`~snnbench.rundir.RunFolder.add_case`), and
+    are rebuilt only as the records double (:meth:`~snnbench.store.rundir.RunFolder.add_case`), and
     by the caller at the end. A case an engine lost runs again, as its next attempt."""
     jobs = plan.jobs() if jobs is None else jobs
     lost = retry_attempts(folder)

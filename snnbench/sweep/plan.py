@@ -12,15 +12,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from snnbench.config import RunConfig
-from snnbench.contract import Job
 from snnbench.executors import Executor
-from snnbench.libenv import BuiltEnvironment
-from snnbench.manifest import Manifest
-from snnbench.planning.jobs import plan_jobs
-from snnbench.planning.messages import NotifyCallback
-from snnbench.planning.tasks import Task, build_environments, plan_tasks, resolve_device
+from snnbench.host.libenv import BuiltEnvironment
+from snnbench.records.contract import Job
 from snnbench.registry import AdapterEntry
+from snnbench.store.manifest import Manifest
+from snnbench.sweep.config import RunConfig
+from snnbench.sweep.planning.jobs import plan_jobs
+from snnbench.sweep.planning.messages import NotifyCallback
+from snnbench.sweep.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 from snnbench.sweep.threads import keep_recorded_threads, share_threads
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.plugins import recorded_commands
-from snnbench.fileio import StorageError
-from snnbench.libenv import Base, BuildSettings, EnvironmentRequest, cached, default_cache_dir
+from snnbench.host.libenv import Base, BuildSettings, EnvironmentRequest, cached, default_cache_dir
+from snnbench.records.fileio import StorageError
 from snnbench.sweep.plan import Plan
 
 #: how every refusal ends: what to do instead

@@ -11,25 +11,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from snnbench.config import RunConfig, check_variables
-from snnbench.contract import CaseRecord, now_utc
-from snnbench.environment import collect_environment
 from snnbench.executors import Executor, ExecutorSettings, make_executor
 from snnbench.executors.placement import hostname
-from snnbench.fileio import StorageError, WriteError, interrupted_write
-from snnbench.lifeline import termination_signal
-from snnbench.machines import read_machine_records, write_machine_record
-from snnbench.manifest import Execution, Manifest, ManifestSettings
-from snnbench.planning.jobs import thread_env
-from snnbench.planning.messages import NotifyCallback, ProgressCallback
-from snnbench.planning.tasks import Task
-from snnbench.preflight import NoiseVerdict, Preflight, noise_verdict
+from snnbench.host.environment import collect_environment
+from snnbench.host.lifeline import termination_signal
+from snnbench.host.machines import read_machine_records, write_machine_record
+from snnbench.host.preflight import NoiseVerdict, Preflight, noise_verdict
+from snnbench.records.contract import CaseRecord, now_utc
+from snnbench.records.fileio import StorageError, WriteError, interrupted_write
+from snnbench.records.schema import FAILED_STATUSES
 from snnbench.registry import AdapterEntry, discover
-from snnbench.rundir import RunFolder
-from snnbench.schema import FAILED_STATUSES
+from snnbench.store.manifest import Execution, Manifest, ManifestSettings
+from snnbench.store.rundir import RunFolder
 from snnbench.sweep.checks import preflight_check
+from snnbench.sweep.config import RunConfig, check_variables
 from snnbench.sweep.execute import execute, retry_attempts
 from snnbench.sweep.plan import Plan, from_manifest, prepare, with_environments, with_executor
+from snnbench.sweep.planning.jobs import thread_env
+from snnbench.sweep.planning.messages import NotifyCallback, ProgressCallback
+from snnbench.sweep.planning.tasks import Task
 from snnbench.sweep.received import refuse_recorded_commands, refuse_recorded_environments
 from snnbench.sweep.threads import (
     refuse_changed_threads,

@@ -1,15 +1,15 @@
 """Every case's CPU threads: their share of the cores, and the count a resumed run keeps
-(the environment that sets them is :func:`snnbench.planning.jobs.thread_env`)."""
+(the environment that sets them is :func:`snnbench.sweep.planning.jobs.thread_env`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from snnbench.config import RunConfig
 from snnbench.executors import Executor
-from snnbench.fileio import StorageError
-from snnbench.manifest import Manifest
+from snnbench.records.fileio import StorageError
+from snnbench.store.manifest import Manifest
+from snnbench.sweep.config import RunConfig
 
 
 def share_threads(config: RunConfig, executor: Executor) -> RunConfig:

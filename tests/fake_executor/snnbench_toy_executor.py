@@ -13,10 +13,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from snnbench.contract import CaseRecord, Job
 from snnbench.executors import ExecutorError, ExecutorSettings
 from snnbench.executors.base import Executor, JobStarted
 from snnbench.executors.local import run_in_folder
+from snnbench.records.contract import CaseRecord, Job
 
 #: a file the toy keeps in the jobs folder: the sweep removes it once the toy has stopped
 TOY_FLAG = ".toy-was-here"

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model
-from snnbench.reference import run_reference
+from snnbench.workload.linear_lif.reference import run_reference
 
 
 class NumpyModel(Model):
@@ -141,7 +141,7 @@ class TorchWorkAdapter(_Base):
     framework = "torch"
 
     def capabilities(self, variant: str) -> Capabilities:
-        from snnbench.neuron import SURROGATES
+        from snnbench.workload.linear_lif.neuron import SURROGATES
 
         return Capabilities(devices=("cpu",), surrogates=SURROGATES)
 
@@ -230,7 +230,7 @@ class AlwaysBiasAdapter(_Base):
     name = "fake-always-bias"
 
     def build(self, spec: Any, data: Any, device: str, variant: str) -> Model:
-        from snnbench.spec import make_case_data
+        from snnbench.workload.linear_lif.spec import make_case_data
 
         return NumpyModel(make_case_data(spec.replace(bias=True)))
 

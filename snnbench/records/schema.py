@@ -1,0 +1,317 @@
+"""The on-disk format of a run folder: file names, table columns, statuses and units.
+
+Consumers (``report``, ``compare``, CI scripts) depend on these names; bump
+:data:`SCHEMA_VERSION` whenever a column changes meaning or disappears.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Final, Literal, get_args
+
+from snnbench.records.metrics import UNITS
+from snnbench.records.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
+from snnbench.workload import row_workload_class
+
+SCHEMA_VERSION: Final = 1
+
+MANIFEST_FILE: Final = "manifest.json"
+SUMMARY_PARQUET: Final = "summary.parquet"
+SUMMARY_CSV: Final = "summary.csv"
+SAMPLES_PARQUET: Final = "samples.parquet"
+#: one JSON record per finished (adapter, variant, case): the source the tables are built from
+CASES_DIR: Final = "cases"
+LOCK_FILE: Final = ".lock"
+#: one folder per running case (its job file and the worker's result), removed when it is stored
+JOBS_DIR: Final = "jobs"
+#: beside the job folders: the reference result of each network the sweep's cases check
+#: against, computed once per network (``snnbench.measure.verify.cached_reference``); removed with
+#: them
+REFERENCES_DIR: Final = ".references"
+#: one machine record per host that ran cases (``<host>.json``); the manifest lists them
+HOSTS_DIR: Final = "hosts"
+
+#: ``lost``: the case was stopped from outside before it reported (a Slurm cancel, preemption
+#: or node failure, a worker killed by someone other than the kernel's OOM killer);
+#: ``--resume`` runs it again
+Status = Literal["ok", "unavailable", "skipped", "mismatch", "error", "oom", "timeout", "lost"]
+STATUSES: Final[tuple[str, ...]] = get_args(Status)
+#: statuses that mean the case broke (exit code 1)
+FAILED_STATUSES: Final = frozenset({"mismatch", "error", "oom", "timeout", "lost"})
+#: statuses ``--resume`` runs again (with the limits given then: ``--timeout-min``): the
+#: engine lost the case, or it ran out of time
+RETRY_STATUSES: Final = frozenset({"lost", "timeout"})
+
+#: timed phases, in the order they are measured
+TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
+
+#: metric name → unit (from the metrics registry, :mod:`snnbench.records.metrics`); units are also
+#: carried in each row's ``unit`` column
+METRIC_UNITS: Final[dict[str, str]] = UNITS
+
+#: the case's device, numbers and reset: the run folder's tables list them in this order
+_CASE_SIZE: Final[tuple[str, ...]] = (
+    "device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset",
+)
+
+#: the network's fields beyond the size block: with :data:`_CASE_SIZE` (less the device) they
+#: are every field of the spec, each a column of the summary ("" or NaN where a run did not say)
+NETWORK_COLUMNS: Final[tuple[str, ...]] = (
+    "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind", "matmul_precision",
+    "beta", "threshold", "input_std", "input_rate", "seed",
+)
+
+#: the derived column naming the network fields that vary between the cases read together
+#: (``amp-bf16``, ``surrogate=atan slope=4``; "" when none varies): readers fill it in, so
+#: that two networks of one size never share a title, a label or a series
+NETWORK: Final = "network"
+
+#: what a case is: two rows with equal identity ran the same spec (``case_id``, the spec's
+#: hash) with the same adapter, variant, device and library environment
+CASE_IDENTITY: Final[tuple[str, ...]] = ("adapter", "variant", "device", "environment", "case_id")
+
+#: key of a case row, its identity with the columns that say it in words; together with phase
+#: and metric it is the summary's key
+CASE_KEY: Final[tuple[str, ...]] = (
+    "adapter",
+    "variant",
+    *_CASE_SIZE,
+    # the library environment ("" for the base one): two versions of a library are two cases
+    "environment",
+    NETWORK,
+    "case_id",
+)
+
+#: summary.parquet / summary.csv columns, in this order (the first block is a public contract)
+SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id",
+    "adapter",
+    "variant",
+    "library",
+    "library_version",
+    *_CASE_SIZE,
+    "phase",
+    "metric",
+    "unit",
+    "median",
+    "q1",
+    "q3",
+    "iqr",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "n_samples",
+    "ci99_low",
+    "ci99_high",
+    "status",
+    "message",
+    "spike_match",
+    "grad_cosine",
+    # additions after the contract block
+    "case_id",
+    "outliers",
+    "warning",
+    "floor_ratio",
+    "allow_mismatch",
+    # the library environment: its name ("" for the base), requirements and the versions the
+    # worker found of the packages it installed ("; "-separated)
+    "environment",
+    "requirements",
+    "packages",
+    # placement: where and beside how many other cases it ran
+    "executor",
+    "host",
+    "gpu_uuid",
+    "concurrency",
+    # how it was timed (snnbench.measure.timing): the timer, its null-region time, iterations per
+    # sample, why the warm-up stopped, and the GPU's state before and after the timed phases
+    "timer",
+    "timer_null_s",
+    "block_size",
+    "warmup_stop",
+    "sm_clock_before_mhz",
+    "sm_clock_after_mhz",
+    "temperature_before_c",
+    "temperature_after_c",
+    "power_before_w",
+    "power_after_w",
+    # --replicates: fresh processes pooled into the row, and the spread between their medians
+    # ((max - min) / median of the replicate medians) beside the spread within one (median of
+    # each replicate's IQR / median)
+    "replicates",
+    "replicate_spread",
+    "within_spread",
+    # cores other processes kept busy while the case was timed (snnbench.host.preflight)
+    "busy_cores",
+    # which network it was beyond the key (a sweep over detach_reset is otherwise two rows
+    # that look alike): surrogate and slope, whether the reset is detached, bias, input kind
+    # (detach_reset and bias as "true"/"false"; "" in runs written before these columns)
+    "surrogate",
+    "surrogate_slope",
+    "detach_reset",
+    "bias",
+    "input_kind",
+    # strict, tf32, amp-bf16 or amp-fp16: a float32 row under AMP is another network's timing
+    "matmul_precision",
+    # the spec's remaining fields, so that every field of the network is a column
+    "beta",
+    "threshold",
+    "input_std",
+    "input_rate",
+    "seed",
+    # the network fields that vary in the run, in words (NETWORK)
+    NETWORK,
+    # a GPU row against its device's datasheet peaks (snnbench.records.roofline): the least FLOPs
+    # and bytes of the phase, the shares of peak reached, the floor time and whether the row was
+    # measured below it (impossible); NaN and False where there is no roofline (CPU rows)
+    *ROOFLINE_COLUMNS,
+)
+
+#: samples.parquet columns: one row per raw timed sample
+SAMPLE_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id",
+    "adapter",
+    "variant",
+    "case_id",
+    *_CASE_SIZE,
+    "phase",
+    "metric",
+    "unit",
+    "sample_index",
+    "value",
+    "environment",
+    # which fresh process of the case took the sample (0 for the first; --replicates)
+    "replicate",
+)
+
+#: columns added after runs were first written, with the value every older run implicitly
+#: had: readers fill them in, so older run folders (baselines) stay readable
+ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
+    "environment": "",
+    "requirements": "",
+    "packages": "",
+    "executor": "local",
+    "host": "",
+    "gpu_uuid": "",
+    "concurrency": 1,
+    # older runs timed every sample with the host clock, one iteration at a time
+    "timer": "host",
+    "timer_null_s": float("nan"),
+    "block_size": 1,
+    "warmup_stop": "",
+    "sm_clock_before_mhz": float("nan"),
+    "sm_clock_after_mhz": float("nan"),
+    "temperature_before_c": float("nan"),
+    "temperature_after_c": float("nan"),
+    "power_before_w": float("nan"),
+    "power_after_w": float("nan"),
+    "replicates": 1,
+    "replicate_spread": float("nan"),
+    "within_spread": float("nan"),
+    "replicate": 0,
+    "busy_cores": float("nan"),
+    # runs before these columns did not say: unknown, never a guessed default
+    "surrogate": "",
+    "surrogate_slope": float("nan"),
+    "detach_reset": "",
+    "bias": "",
+    "input_kind": "",
+    "matmul_precision": "",
+    "beta": float("nan"),
+    "threshold": float("nan"),
+    "input_std": float("nan"),
+    "input_rate": float("nan"),
+    # text, as detach_reset and bias: "" says unknown where a number would guess 0
+    "seed": "",
+    NETWORK: "",
+    # the roofline is computed again on every read (snnbench.store.rundir): these only fill a frame
+    **dict.fromkeys(ROOFLINE_FLOAT_COLUMNS, float("nan")),
+    "impossible": False,
+}
+
+#: summary columns holding floats (NaN where a case has no statistic)
+SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
+    "median", "q1", "q3", "iqr", "mean", "std", "min", "max", "ci99_low", "ci99_high",
+    "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
+    "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
+    "power_after_w",
+    "replicate_spread", "within_spread", "busy_cores", "surrogate_slope", "beta", "threshold",
+    "input_std", "input_rate", *ROOFLINE_FLOAT_COLUMNS,
+)
+#: summary columns holding integers
+SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
+    "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
+    "block_size",
+    "replicates",
+)
+#: summary columns holding booleans (False where missing)
+SUMMARY_BOOL_COLUMNS: Final[tuple[str, ...]] = ("allow_mismatch", "impossible")
+#: summary columns holding text ("" where missing, so joins and comparisons stay plain)
+SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
+    "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
+    "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
+    "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
+    "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision", "seed", NETWORK,
+)
+
+#: the GEMM floor's adapter (not a library): its rows come last in a group
+FLOOR: Final = "floor"
+
+#: case columns that, apart from neurons and the adapter, define one group of comparable rows
+#: (the network column keeps two precisions, surrogates... of one size in groups of their own)
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset",
+                                  NETWORK)
+
+#: how a varying network field reads in a label (the matmul precision by its value alone)
+_NETWORK_FORMATS: Final[dict[str, str]] = {
+    "matmul_precision": "{}", "surrogate": "surrogate={}", "surrogate_slope": "slope={}",
+    "detach_reset": "detach_reset={}", "bias": "bias={}", "input_kind": "input={}",
+    "beta": "beta={}", "threshold": "threshold={}", "input_std": "input_std={}",
+    "input_rate": "input_rate={}", "seed": "seed={}",
+}
+
+
+def network_value(row: Any, column: str) -> str:
+    """A network column of ``row`` as text ("" where the run did not say): ``4`` for 4.0."""
+    value = row[column]
+    if isinstance(value, float):
+        return f"{value:g}" if math.isfinite(value) else ""
+    return "" if value is None else str(value)
+
+
+def network_text(row: Any, fields: Sequence[str]) -> str:
+    """``amp-bf16 surrogate=atan``: the network ``fields`` of ``row`` that it states, in words."""
+    parts = []
+    for column in fields:
+        value = network_value(row, column)
+        if value:
+            parts.append(_NETWORK_FORMATS[column].format(value))
+    return " ".join(parts)
+
+
+def case_text(row: Any) -> str:
+    """The case without the adapter: ``cpu float32 n=64 B=4 T=20 L=1 subtract``, with the
+    network column when the run varies more than the size (``... subtract · amp-bf16``).
+    Every table, plot and history series names a case with it; the words are the workload's
+    (:meth:`~snnbench.workload.Workload.row_label`)."""
+    text = row_workload_class(row).row_label(row)
+    network = _network_of(row)
+    return f"{text} · {network}" if network else text
+
+
+def _network_of(row: Any) -> str:
+    try:
+        value = row[NETWORK]
+    except (KeyError, IndexError):
+        return ""
+    return str(value) if isinstance(value, str) else ""
+
+
+def group_title(row: Any) -> str:
+    """"cpu, float32, B=16, T=100, layers=1, reset=zero" for a row (or mapping) of a group,
+    with its network column when the run varies more (``... reset=zero · amp-bf16``)."""
+    title = row_workload_class(row).group_label(row)
+    network = _network_of(row)
+    return f"{title} · {network}" if network else title

@@ -1,0 +1,212 @@
+"""The first workload kind, ``linear-lif``: ``layers`` × (Linear(n, n) + LIF), batch B, T steps.
+
+It wraps :class:`~snnbench.workload.linear_lif.spec.NetworkSpec` (the fields, their checks and the
+hash stay there, so every stored ``case_id`` is unchanged) and adds what the harness asks of any
+workload: its data (:func:`~snnbench.workload.linear_lif.spec.make_case_data`), its reference
+(:mod:`snnbench.workload.linear_lif.reference`), its operation count (n²·B·T·L), its label, its
+columns and the names of its trainable parameters (``layers.0.weight``, ``layers.0.bias``, ...), by
+which an adapter of the plugin API v2 returns its gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from snnbench.workload.base import Knobs, Workload, WorkloadError, register
+from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
+from snnbench.workload.linear_lif.spec import (
+    FP32_MATMUL_PRECISIONS,
+    INPUT_KINDS,
+    RESET_MODES,
+    CaseData,
+    FloatArray,
+    NetworkSpec,
+    make_case_data,
+)
+from snnbench.workload.linear_lif.synops import firing_rate, synops_per_step
+
+KIND = "linear-lif"
+
+#: the size block of a case's columns, in the order the run folder's tables list them
+SIZE_COLUMNS: tuple[str, ...] = ("dtype", "neurons", "batch_size", "time_steps", "layers",
+                                 "reset")
+#: the network's fields beyond the size block: with it, every field of the spec
+NETWORK_COLUMNS: tuple[str, ...] = (
+    "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind", "matmul_precision",
+    "beta", "threshold", "input_std", "input_rate", "seed",
+)
+
+
+def parameter_names(layers: int) -> tuple[str, ...]:
+    """The trainable parameters of a ``layers``-deep network, in layer order, each layer's
+    weight then bias: ``layers.0.weight``, ``layers.0.bias``, ``layers.1.weight``..."""
+    return tuple(f"layers.{layer}.{what}" for layer in range(layers)
+                 for what in ("weight", "bias"))
+
+
+@register
+@dataclass(frozen=True)
+class LinearLif(Workload):
+    """The canonical Linear+LIF network of :class:`NetworkSpec` as a workload."""
+
+    spec: NetworkSpec = field(default_factory=NetworkSpec)
+
+    kind: ClassVar[str] = KIND
+    version: ClassVar[int] = 1
+    size_param: ClassVar[str] = "neurons"
+    columns: ClassVar[tuple[str, ...]] = (*SIZE_COLUMNS, *NETWORK_COLUMNS)
+    label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
+    )
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
+        ("layers", "layers={}"), ("reset", "reset={}"),
+    )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, NetworkSpec):
+            raise WorkloadError(f"a {KIND} workload wraps a NetworkSpec, "
+                                f"got {type(self.spec).__name__}")
+
+    # -- identity and words ----------------------------------------------------------------
+    @property
+    def case_id(self) -> str:
+        """The spec's hash, as it always was (the kind is not hashed: old ids stay valid)."""
+        return self.spec.case_id
+
+    @property
+    def label(self) -> str:
+        """``n=512 B=16 T=500 L=1 float32 subtract`` (the matmul precision appended when it is
+        not ``strict``)."""
+        return self.spec.label
+
+    def params(self) -> dict[str, Any]:
+        """Every field of the spec (the ``spec`` of a job and a record)."""
+        return self.spec.to_dict()
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> LinearLif:
+        """The workload of a spec's fields (:meth:`NetworkSpec.from_dict`'s checks)."""
+        return cls(NetworkSpec.from_dict(params))
+
+    @classmethod
+    def from_stored(cls, stored: Any) -> LinearLif:
+        """A job's or a record's spec, wrapped as it is (it was checked when it was built)."""
+        return cls(stored) if isinstance(stored, NetworkSpec) else cls.from_params(stored)
+
+    # -- what it computes ------------------------------------------------------------------
+    def make_data(self) -> CaseData:
+        """Weights, biases and input from the seed (:func:`make_case_data`)."""
+        return make_case_data(self.spec)
+
+    def reference(self, data: Any) -> ReferenceResult:
+        """The reference for ``data``, its inputs and parameters rounded to the spec's dtype
+        (AMP, whose dtype is float32, is emulated inside :func:`run_reference`)."""
+        assert isinstance(data, CaseData)
+        dtype = self.spec.dtype
+        if dtype == "float32":
+            return run_reference(data)
+        return run_reference(CaseData(
+            inputs=round_to_dtype(data.inputs, dtype),
+            weights=tuple(round_to_dtype(w, dtype) for w in data.weights),
+            biases=tuple(round_to_dtype(b, dtype) for b in data.biases),
+            spec=data.spec,
+        ))
+
+    def operations(self) -> float:
+        """Dense multiply-accumulates of one forward pass: n²·B·T·L."""
+        s = self.spec
+        return float(s.neurons) ** 2 * s.batch_size * s.time_steps * s.layers
+
+    def shortened(self, time_steps: int) -> LinearLif:
+        """This case with T cut to at most ``time_steps`` (the pre-timing check's size)."""
+        return LinearLif(self.spec.replace(time_steps=min(self.spec.time_steps, time_steps)))
+
+    def case_metrics(self, result: ReferenceResult | None = None) -> dict[str, list[float]]:
+        """Firing rate and synaptic operations per step, from the reference at this size
+        (``result``: that reference, when the caller computed it already)."""
+        data = self.make_data()
+        if result is None:
+            result = self.reference(data)
+        return {
+            "firing_rate": [firing_rate(list(result.spikes))],
+            "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), self.spec)],
+        }
+
+    # -- gradients by name -----------------------------------------------------------------
+    def parameter_names(self) -> tuple[str, ...]:
+        """The names :meth:`~snnbench.plugin.Model.gradients` keys its arrays by."""
+        return parameter_names(self.spec.layers)
+
+    def gradients_by_name(self, grad_weights: Sequence[Any],
+                          grad_biases: Sequence[Any]) -> dict[str, FloatArray]:
+        """Per-layer weight and bias gradients as a dict by :meth:`parameter_names`."""
+        out: dict[str, FloatArray] = {}
+        for layer, (dw, db) in enumerate(zip(grad_weights, grad_biases, strict=True)):
+            out[f"layers.{layer}.weight"] = np.asarray(dw, dtype=np.float32)
+            out[f"layers.{layer}.bias"] = np.asarray(db, dtype=np.float32)
+        return out
+
+    def gradients_in_order(self, grads: Mapping[str, Any]
+                           ) -> tuple[list[FloatArray], list[FloatArray]]:
+        """([dW per layer], [db per layer]) from gradients by name; a missing or unknown name
+        raises ``ValueError`` naming it (an adapter's fault, reported as its error)."""
+        names = self.parameter_names()
+        missing = [n for n in names if n not in grads]
+        unknown = sorted(str(n) for n in grads if n not in names)
+        if missing or unknown:
+            raise ValueError("gradients by name do not match the network's parameters: "
+                             + "; ".join(part for part in (
+                                 f"missing {', '.join(missing)}" if missing else "",
+                                 f"unknown {', '.join(unknown)}" if unknown else "") if part))
+        layers = range(self.spec.layers)
+        return ([np.asarray(grads[f"layers.{i}.weight"], dtype=np.float32) for i in layers],
+                [np.asarray(grads[f"layers.{i}.bias"], dtype=np.float32) for i in layers])
+
+
+@dataclass(frozen=True)
+class LinearLifKnobs(Knobs):
+    """What an adapter honours of a ``linear-lif`` case. Two defaults are narrow on purpose
+    (one surrogate, float32): an adapter says what more it supports."""
+
+    dtypes: tuple[str, ...] = ("float32",)
+    resets: tuple[str, ...] = RESET_MODES
+    surrogates: tuple[str, ...] = ("fast_sigmoid",)
+    detach_reset: tuple[bool, ...] = (True, False)
+    bias: tuple[bool, ...] = (True, False)
+    input_kinds: tuple[str, ...] = INPUT_KINDS
+    #: float32 matmuls only by default: automatic mixed precision is never assumed
+    matmul_precisions: tuple[str, ...] = FP32_MATMUL_PRECISIONS
+    max_layers: int | None = None
+
+    def reason_unsupported(self, workload: Workload) -> str | None:
+        """The first field of the spec these knobs cannot honour, or None."""
+        if not isinstance(workload, LinearLif):
+            return f"workload kind {workload.kind!r} not supported (supports: {KIND})"
+        spec = workload.spec
+        checks: list[tuple[str, Any, tuple[Any, ...]]] = [
+            ("dtype", spec.dtype, self.dtypes),
+            ("reset mode", spec.reset, self.resets),
+            ("surrogate", spec.surrogate, self.surrogates),
+            ("detach_reset", spec.detach_reset, self.detach_reset),
+            ("bias", spec.bias, self.bias),
+            ("input kind", spec.input_kind, self.input_kinds),
+            ("matmul precision", spec.matmul_precision, self.matmul_precisions),
+        ]
+        for what, value, allowed in checks:
+            if value not in allowed:
+                shown = ", ".join(str(a) for a in allowed) or "none"
+                return f"{what} {value!r} not supported (supports: {shown})"
+        if self.max_layers is not None and spec.layers > self.max_layers:
+            return f"layers={spec.layers} not supported (at most {self.max_layers})"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``snnbench list --json``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
