@@ -311,6 +311,10 @@ class Graph:
         """The kinds of node the graph uses, sorted."""
         return tuple(sorted({node.kind for _, node in self.nodes}))
 
+    def spiking_output(self) -> bool:
+        """True when everything reaching the Output node spikes (its value is 0/1)."""
+        return all(self.node(src).kind in SPIKING for src in self.predecessors(self.output))
+
     def neurons(self) -> int:
         """How many neurons (the units of stateful nodes) the graph has: its size."""
         return sum(int(np.prod(node.in_shape, dtype=np.int64))

@@ -1,0 +1,214 @@
+"""A ``nir-graph`` workload built natively in plain PyTorch (plugin API v2 model).
+
+Every node is the PyTorch op of its semantics in ``docs/nir.md`` (an Affine is ``F.linear`` over
+all time steps at once, a Conv2d ``F.conv2d`` over T·B samples, a neuron a Python loop over T
+with eager element-wise ops in the reference's order), computed in float32 with the workload's
+dt, reset, discretisation and surrogate. The neuron coefficients (a, g, l of
+v ← a·v + g·x + l; α, γ of a CubaLIF's synapse) are computed once in float64, as the reference
+computes them, and rounded to float32.
+
+It is the builder the ``torch`` adapter is to use for graph cases once the harness carries
+them (``docs/nir.md``, "What is built"); until then it is exercised by its tests against the
+float64 reference. torch is imported at module level: import this module lazily, in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from snnbench.plugin import Model
+from snnbench.spec import FloatArray
+from snnbench.workload.graph import GraphData, GraphKnobs, NirGraph
+from snnbench.workload.graph.nodes import (
+    IF,
+    LI,
+    LIF,
+    NODE_TYPES,
+    Affine,
+    AvgPool2d,
+    Conv2d,
+    CubaLIF,
+    Flatten,
+    Linear,
+    Node,
+    Output,
+    Scale,
+    SumPool2d,
+)
+from snnbench.workload.graph.reference import (
+    Dynamics,
+    membrane_coefficients,
+    synapse_coefficients,
+)
+
+from ._torch_common import surrogate_derivative, to_numpy
+
+#: what the plain PyTorch builder honours of a graph case: every node kind snnbench reads,
+#: every surrogate, both resets and both discretisations (float32 only)
+TORCH_GRAPH_KNOBS = GraphKnobs(node_kinds=tuple(NODE_TYPES),
+                               surrogates=("fast_sigmoid", "atan", "sigmoid"))
+
+Tensor = torch.Tensor
+Op = Callable[[Tensor], Tensor]
+
+
+class _Spike(torch.autograd.Function):
+    """Heaviside(u) forward, the workload's surrogate derivative backward."""
+
+    @staticmethod
+    def forward(ctx: Any, u: Tensor, name: str, slope: float) -> Tensor:
+        ctx.save_for_backward(u)
+        ctx.name, ctx.slope = name, slope
+        return (u >= 0).to(u.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        (u,) = ctx.saved_tensors
+        return grad * surrogate_derivative(u, ctx.name, ctx.slope), None, None
+
+
+def _const(value: np.ndarray, device: str) -> Tensor:
+    return torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
+
+
+def _neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+    """The node's loop over time: (T, B, *shape) input → (T, B, *shape) output."""
+    shape = node.in_shape
+    zero = np.zeros(shape)
+    alpha = gamma = zero
+    theta = zero
+    if isinstance(node, LIF | LI):
+        a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
+    elif isinstance(node, IF):
+        a, g, leak = np.ones(shape), dyn.dt * node.r, zero
+    else:
+        assert isinstance(node, CubaLIF)
+        a, g, leak = membrane_coefficients(node.tau_mem, node.r, node.v_leak, dyn)
+        alpha, gamma = synapse_coefficients(node.tau_syn, node.w_in, dyn)
+    if not isinstance(node, LI):
+        theta = node.v_threshold
+    a_t, g_t, l_t, theta_t, alpha_t, gamma_t = (
+        _const(x, device) for x in (a, g, leak, theta, alpha, gamma))
+    spiking = not isinstance(node, LI)
+    cuba = isinstance(node, CubaLIF)
+    subtract = dyn.reset == "subtract"
+    detach = dyn.detach_reset
+    name, slope = dyn.surrogate, float(dyn.surrogate_slope)
+
+    def run(x: Tensor) -> Tensor:
+        v = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
+        cur = torch.zeros_like(v)
+        out = []
+        for t in range(x.shape[0]):
+            drive = x[t]
+            if cuba:
+                cur = alpha_t * cur + gamma_t * drive
+                drive = cur
+            v = a_t * v + g_t * drive + l_t
+            if not spiking:
+                out.append(v)
+                continue
+            s = _Spike.apply(v - theta_t, name, slope)  # type: ignore[no-untyped-call]
+            r = s.detach() if detach else s
+            v = v - theta_t * r if subtract else v * (1.0 - r)
+            out.append(s)
+        return torch.stack(out)
+
+    return run
+
+
+def _stateless_op(node: Node, params: Mapping[str, Tensor]) -> Op:
+    if isinstance(node, Affine):
+        return lambda x: F.linear(x, params["weight"], params["bias"])
+    if isinstance(node, Linear):
+        return lambda x: F.linear(x, params["weight"])
+    if isinstance(node, Scale):
+        return lambda x: x * params["scale"]
+    if isinstance(node, Flatten):
+        out_shape = node.out_shape
+        return lambda x: x.reshape(*x.shape[:2], *out_shape)
+    if isinstance(node, Conv2d):
+        stride, padding, in_shape = node.stride, node.padding, node.in_shape
+
+        def conv(x: Tensor) -> Tensor:
+            y = F.conv2d(x.reshape(-1, *in_shape), params["weight"], params["bias"],
+                         stride=stride, padding=padding)
+            return y.reshape(*x.shape[:2], *y.shape[1:])
+        return conv
+    if isinstance(node, SumPool2d):
+        kernel, in_shape = node.kernel, node.in_shape
+        factor = 1.0 if isinstance(node, AvgPool2d) else float(kernel[0] * kernel[1])
+
+        def pool(x: Tensor) -> Tensor:
+            y = F.avg_pool2d(x.reshape(-1, *in_shape), kernel, stride=kernel) * factor
+            return y.reshape(*x.shape[:2], *y.shape[1:])
+        return pool
+    raise AssertionError(f"no PyTorch op for {node.kind}")
+
+
+def build_graph_network(workload: NirGraph, data: GraphData, device: str
+                        ) -> tuple[Op, dict[str, Tensor]]:
+    """(network, parameters): a callable (T, B, *input shape) → the Output node's value, and
+    its trainable tensors by ``node.field`` (leaf tensors requiring gradients)."""
+    graph, dyn = data.graph, workload.dynamics
+    parameters = {name: torch.tensor(np.array(value, dtype=np.float32), device=device,
+                                     requires_grad=True)
+                  for name, value in data.params.items()}
+    ops: dict[str, Op] = {}
+    for name, node in graph.nodes:
+        if name == graph.input or isinstance(node, Output):
+            continue
+        if node.stateful:
+            ops[name] = _neuron_op(node, dyn, device)
+        else:
+            own = {field: parameters[f"{name}.{field}"] for field in node.trainable}
+            ops[name] = _stateless_op(node, own)
+    order = [(name, graph.predecessors(name)) for name, _ in graph.nodes if name != graph.input]
+
+    def network(inp: Tensor) -> Tensor:
+        values = {graph.input: inp}
+        for name, preds in order:
+            x = values[preds[0]]
+            for src in preds[1:]:
+                x = x + values[src]
+            values[name] = ops[name](x) if name in ops else x
+        return values[graph.output]
+
+    return network, parameters
+
+
+class TorchGraphModel(Model):
+    """A graph built by :func:`build_graph_network`, timed as any other model: the loss is the
+    sum of the Output node's value."""
+
+    def __init__(self, workload: NirGraph, data: GraphData, device: str) -> None:
+        self.network, self.parameters = build_graph_network(workload, data, device)
+        self.x = torch.as_tensor(np.array(data.inputs, dtype=np.float32), device=device)
+        self.device = torch.device(device)
+
+    def forward(self) -> Tensor:
+        return self.network(self.x)
+
+    def backward(self, handle: Any) -> None:
+        handle.sum().backward()
+
+    def zero_grad(self) -> None:
+        for p in self.parameters.values():
+            p.grad = None
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def spikes(self, handle: Any) -> FloatArray:
+        return to_numpy(handle)
+
+    def gradients(self) -> Mapping[str, Any]:
+        return {name: to_numpy(p.grad) if p.grad is not None
+                else np.zeros(tuple(p.shape), dtype=np.float32)
+                for name, p in self.parameters.items()}
