@@ -176,3 +176,17 @@ def write_example(name: str, path: str | Path) -> Path:
     if name not in EXAMPLES:
         raise GraphError(f"unknown example graph {name!r} (known: {', '.join(EXAMPLES)})")
     return write_graph(EXAMPLES[name](), path)
+
+
+def export_graph(path: str | Path, example: str = "linear-lif", spec: NetworkSpec | None = None,
+                 dt: float = EXAMPLE_DT) -> Path:
+    """``snnbench export-nir``: write ``spec``'s Linear+LIF network (``example`` ``linear-lif``,
+    at ``dt``) or another shipped example to ``path``, a new file."""
+    if example == "linear-lif":
+        if not (isinstance(dt, float | int) and np.isfinite(dt) and dt > 0):
+            raise GraphError(f"dt must be a positive number of seconds, got {dt!r}")
+        return write_graph(linear_lif_graph(spec or NetworkSpec(), float(dt)), path)
+    if spec is not None:
+        raise GraphError(f"the network flags describe a Linear+LIF stack; example {example!r} "
+                         "is its own network")
+    return write_example(example, path)
