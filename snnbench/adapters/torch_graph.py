@@ -55,6 +55,8 @@ TORCH_GRAPH_KNOBS = GraphKnobs(node_kinds=tuple(NODE_TYPES),
 
 Tensor = torch.Tensor
 Op = Callable[[Tensor], Tensor]
+#: builds a stateful node's loop over time: (node, dynamics, device) → op
+NeuronBuilder = Callable[[Node, Dynamics, str], Op]
 
 
 class _Spike(torch.autograd.Function):
@@ -72,16 +74,24 @@ class _Spike(torch.autograd.Function):
         return grad * surrogate_derivative(u, ctx.name, ctx.slope), None, None
 
 
-def _const(value: np.ndarray, device: str) -> Tensor:
-    return torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
+def spike_fn(dyn: Dynamics) -> Op:
+    """Heaviside(u) with the workload's surrogate: the spike function every builder gives its
+    library (u = v − θ)."""
+    name, slope = dyn.surrogate, float(dyn.surrogate_slope)
+
+    def spike(u: Tensor) -> Tensor:
+        return _Spike.apply(u, name, slope)  # type: ignore[no-any-return,no-untyped-call]
+
+    return spike
 
 
-def _neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
-    """The node's loop over time: (T, B, *shape) input → (T, B, *shape) output."""
+def step_coefficients(node: Node, dyn: Dynamics) -> dict[str, np.ndarray]:
+    """The float64 coefficients of a stateful node's step (docs/nir.md): ``a``, ``g``, ``l``
+    of v ← a·v + g·x + l, ``theta`` (zeros for LI), ``alpha``, ``gamma`` of a CubaLIF's
+    synapse I ← α·I + γ·x (zeros otherwise)."""
     shape = node.in_shape
     zero = np.zeros(shape)
-    alpha = gamma = zero
-    theta = zero
+    alpha = gamma = theta = zero
     if isinstance(node, LIF | LI):
         a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
     elif isinstance(node, IF):
@@ -92,13 +102,24 @@ def _neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
         alpha, gamma = synapse_coefficients(node.tau_syn, node.w_in, dyn)
     if not isinstance(node, LI):
         theta = node.v_threshold
+    return {"a": a, "g": g, "l": leak, "theta": theta, "alpha": alpha, "gamma": gamma}
+
+
+def const(value: np.ndarray, device: str) -> Tensor:
+    """A float32 constant tensor of ``value``."""
+    return torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
+
+
+def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+    """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape)."""
+    c = {k: const(v, device) for k, v in step_coefficients(node, dyn).items()}
     a_t, g_t, l_t, theta_t, alpha_t, gamma_t = (
-        _const(x, device) for x in (a, g, leak, theta, alpha, gamma))
+        c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
     spiking = not isinstance(node, LI)
     cuba = isinstance(node, CubaLIF)
     subtract = dyn.reset == "subtract"
     detach = dyn.detach_reset
-    name, slope = dyn.surrogate, float(dyn.surrogate_slope)
+    spike = spike_fn(dyn)
 
     def run(x: Tensor) -> Tensor:
         v = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
@@ -113,7 +134,7 @@ def _neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
             if not spiking:
                 out.append(v)
                 continue
-            s = _Spike.apply(v - theta_t, name, slope)  # type: ignore[no-untyped-call]
+            s = spike(v - theta_t)
             r = s.detach() if detach else s
             v = v - theta_t * r if subtract else v * (1.0 - r)
             out.append(s)
@@ -151,10 +172,14 @@ def _stateless_op(node: Node, params: Mapping[str, Tensor]) -> Op:
     raise AssertionError(f"no PyTorch op for {node.kind}")
 
 
-def build_graph_network(workload: NirGraph, data: GraphData, device: str
+def build_graph_network(workload: NirGraph, data: GraphData, device: str,
+                        neuron_op: NeuronBuilder = torch_neuron_op
                         ) -> tuple[Op, dict[str, Tensor]]:
     """(network, parameters): a callable (T, B, *input shape) → the Output node's value, and
-    its trainable tensors by ``node.field`` (leaf tensors requiring gradients)."""
+    its trainable tensors by ``node.field`` (leaf tensors requiring gradients).
+
+    ``neuron_op`` builds each stateful node (a library's neurons); the synaptic nodes are
+    PyTorch's own ops, which every PyTorch library uses for them."""
     graph, dyn = data.graph, workload.dynamics
     parameters = {name: torch.tensor(np.array(value, dtype=np.float32), device=device,
                                      requires_grad=True)
@@ -164,7 +189,7 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str
         if name == graph.input or isinstance(node, Output):
             continue
         if node.stateful:
-            ops[name] = _neuron_op(node, dyn, device)
+            ops[name] = neuron_op(node, dyn, device)
         else:
             own = {field: parameters[f"{name}.{field}"] for field in node.trainable}
             ops[name] = _stateless_op(node, own)
@@ -186,8 +211,13 @@ class TorchGraphModel(Model):
     """A graph built by :func:`build_graph_network`, timed as any other model: the loss is the
     sum of the Output node's value."""
 
-    def __init__(self, workload: NirGraph, data: GraphData, device: str) -> None:
-        self.network, self.parameters = build_graph_network(workload, data, device)
+    def __init__(self, workload: NirGraph, data: GraphData, device: str,
+                 neuron_op: NeuronBuilder = torch_neuron_op,
+                 on_close: Callable[[], None] | None = None) -> None:
+        """``on_close``: what releases the library's own references to the neurons."""
+        self.network, self.parameters = build_graph_network(workload, data, device,
+                                                            neuron_op)
+        self._on_close = on_close
         self.x = torch.as_tensor(np.array(data.inputs, dtype=np.float32), device=device)
         self.device = torch.device(device)
 
@@ -207,6 +237,10 @@ class TorchGraphModel(Model):
 
     def spikes(self, handle: Any) -> FloatArray:
         return to_numpy(handle)
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
 
     def gradients(self) -> Mapping[str, Any]:
         return {name: to_numpy(p.grad) if p.grad is not None
