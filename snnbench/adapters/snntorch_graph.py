@@ -28,7 +28,7 @@ from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
 from .snntorch import SUBTRACT_REASON
-from .torch_graph import Op, const, spike_fn, step_coefficients
+from .torch_graph import Op, coefficient, const, input_term, spike_fn, step_coefficients
 
 
 def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
@@ -40,8 +40,8 @@ def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
         raise CaseSkipped(SUBTRACT_REASON)
     c = step_coefficients(node, dyn)
     spike = spike_fn(dyn)
-    gain = const(c["g"], device)
-    leak = const(c["l"], device)
+    gain: float | torch.Tensor = coefficient(c["g"], device)
+    leak: float | torch.Tensor = coefficient(c["l"], device)
     neuron: Any
     if isinstance(node, LIF | IF):
         neuron = snn.Leaky(beta=const(c["a"], device), threshold=const(c["theta"], device),
@@ -62,13 +62,14 @@ def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
         neuron = snn.Synaptic(alpha=const(c["alpha"], device), beta=const(c["a"], device),
                               threshold=const(c["theta"], device), spike_grad=spike,
                               reset_mechanism="zero", reset_delay=dyn.detach_reset)
-        gain = gain * const(c["gamma"], device)
+        gain = coefficient(c["g"] * c["gamma"], device)
+        leak = 0.0
     neuron = neuron.to(device)
     membrane_out = isinstance(node, LI)
     synaptic = isinstance(node, CubaLIF)
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        drive = x * gain if synaptic else x * gain + leak
+        drive = input_term(x, gain, leak)
         mem = torch.zeros_like(drive[0])
         syn = torch.zeros_like(mem)
         out = []

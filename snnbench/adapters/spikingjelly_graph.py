@@ -26,7 +26,7 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from .torch_graph import Op, const, spike_fn, step_coefficients
+from .torch_graph import Op, coefficient, input_term, spike_fn, step_coefficients
 
 
 def _uniform(value: np.ndarray, what: str, node: Node) -> float:
@@ -45,7 +45,8 @@ def spikingjelly_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     c = step_coefficients(node, dyn)
     spike = spike_fn(dyn)
     v_reset = None if dyn.reset == "subtract" else 0.0
-    gain, leak = const(c["g"], device), const(c["l"], device)
+    gain: float | torch.Tensor = coefficient(c["g"], device)
+    leak: float | torch.Tensor = coefficient(c["l"], device)
     node_: Any
     membrane_out = False
     if isinstance(node, LIF):
@@ -61,7 +62,8 @@ def spikingjelly_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     elif isinstance(node, LI):
         a = _uniform(c["a"], "time constants", node)
         node_ = neuron.NonSpikingLIFNode(tau=1.0 / (1.0 - a))
-        gain, leak = gain / (1.0 - a), leak / (1.0 - a)
+        gain = coefficient(c["g"] / (1.0 - a), device)
+        leak = coefficient(c["l"] / (1.0 - a), device)
         membrane_out = True
     else:
         assert isinstance(node, CubaLIF)
@@ -75,14 +77,14 @@ def spikingjelly_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
                                    v_reset=v_reset, surrogate_function=spike)
         node_.detach_reset = dyn.detach_reset
         node_.step_mode = "m"
-        gain = gain * const(c["gamma"], device)
-        leak = torch.zeros_like(leak)
+        gain = coefficient(c["g"] * c["gamma"], device)
+        leak = 0.0
     node_ = node_.to(device)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         if hasattr(node_, "reset"):
             node_.reset()  # the state persists between calls: every sequence starts at 0
-        out = node_(x * gain + leak)
+        out = node_(input_term(x, gain, leak))
         return torch.stack(out) if membrane_out else out
 
     return run

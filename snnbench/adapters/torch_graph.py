@@ -110,11 +110,34 @@ def const(value: np.ndarray, device: str) -> Tensor:
     return torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
 
 
+def coefficient(value: np.ndarray, device: str) -> float | Tensor:
+    """``value`` as a Python float when every neuron has the same (what a hand-written network
+    passes, and the fastest operand), else a float32 tensor."""
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    if flat.size and np.all(flat == flat[0]):
+        return float(flat[0])
+    return const(value, device)
+
+
+def _is(value: float | Tensor, number: float) -> bool:
+    return isinstance(value, float) and value == number
+
+
+def input_term(x: Tensor, gain: float | Tensor, offset: float | Tensor) -> Tensor:
+    """gain·x + offset, with no op for a gain of 1 or an offset of 0."""
+    if not _is(gain, 1.0):
+        x = gain * x
+    return x if _is(offset, 0.0) else x + offset
+
+
 def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
-    """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape)."""
-    c = {k: const(v, device) for k, v in step_coefficients(node, dyn).items()}
-    a_t, g_t, l_t, theta_t, alpha_t, gamma_t = (
-        c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
+    """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape).
+
+    The input term g·x + l (γ·x for a CubaLIF's synapse) is one op over all T before the loop,
+    a uniform coefficient a Python float, a gain of 1 and a leak of 0 no op at all: the loop
+    is then the hand-written Linear+LIF loop (v = β·v + x; spike; reset)."""
+    c = {k: coefficient(v, device) for k, v in step_coefficients(node, dyn).items()}
+    a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
     spiking = not isinstance(node, LI)
     cuba = isinstance(node, CubaLIF)
     subtract = dyn.reset == "subtract"
@@ -122,21 +145,22 @@ def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     spike = spike_fn(dyn)
 
     def run(x: Tensor) -> Tensor:
+        drive = input_term(x, gamma, 0.0) if cuba else input_term(x, g, leak)
         v = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
         cur = torch.zeros_like(v)
         out = []
-        for t in range(x.shape[0]):
-            drive = x[t]
+        for d_t in drive.unbind(0):
             if cuba:
-                cur = alpha_t * cur + gamma_t * drive
-                drive = cur
-            v = a_t * v + g_t * drive + l_t
+                cur = alpha * cur + d_t
+                v = a * v + input_term(cur, g, leak)
+            else:
+                v = a * v + d_t
             if not spiking:
                 out.append(v)
                 continue
-            s = spike(v - theta_t)
+            s = spike(v - theta)
             r = s.detach() if detach else s
-            v = v - theta_t * r if subtract else v * (1.0 - r)
+            v = v - theta * r if subtract else v * (1.0 - r)
             out.append(s)
         return torch.stack(out)
 

@@ -121,7 +121,8 @@ def _neuron_forward(node: Node, x: Array, dyn: Dynamics) -> tuple[Array, _Neuron
         if isinstance(node, CubaLIF):
             cur = alpha * cur + gamma * x[t]
             drive = cur
-        v_pre = a * v + g * drive + leak
+        # the input term first, then the decayed state: the order the builds compute in
+        v_pre = a * v + (g * drive + leak)
         v_pre_all[t] = v_pre
         if spikes is None:
             v = v_pre
