@@ -13,7 +13,7 @@ nir = pytest.importorskip("nir")
 from snnbench.errors import UserError  # noqa: E402
 from snnbench.workload import GraphKnobs, NirGraph, kinds, workload_from_dict  # noqa: E402
 from snnbench.workload.graph.examples import EXAMPLES, write_example, write_graph  # noqa: E402
-from snnbench.workload.graph.load import GraphError, read_graph  # noqa: E402
+from snnbench.workload.graph.load import GraphError, from_nir, read_graph  # noqa: E402
 from snnbench.workload.graph.nodes import LIF, Affine  # noqa: E402
 
 
@@ -122,6 +122,36 @@ def test_parameters_that_are_not_finite(tmp_path: Path, bad: float) -> None:
     path = _write(tmp_path, _chain(_io(2)[0], affine, _lif(1), _io(1)[1]))
     with pytest.raises(GraphError, match="weight is not finite"):
         read_graph(path)
+
+
+def test_malformed_node_fields(tmp_path: Path) -> None:
+    i, o = _io(2)
+    pool = nir.SumPool2d(kernel_size=np.array([2, 2]), stride=np.array([2.5, 2]),
+                         padding=np.array([0, 0]))
+    graph = nir.NIRGraph(nodes={"input": nir.Input({"input": np.array([1, 4, 4])}),
+                                "pool": pool, "output": nir.Output({"output": np.array([1, 2, 2])})},
+                         edges=[("input", "pool"), ("pool", "output")])
+    with pytest.raises(GraphError, match=r"stride .* is not one or two integers"):
+        read_graph(_write(tmp_path, graph, "pool.nir"))
+    # (a file cannot even hold text weights: the graph in memory, as nir.read would give it)
+    weird = nir.Affine(weight=np.array([["a", "b"]]), bias=np.zeros(1))
+    with pytest.raises(GraphError, match="weight is not numeric"):
+        from_nir(_chain(i, weird, _lif(1), _io(1)[1]))
+    text_pool = nir.SumPool2d(kernel_size="two", stride=np.array([2, 2]),
+                              padding=np.array([0, 0]))
+    with pytest.raises(GraphError, match="kernel_size 'two' is not one or two integers"):
+        from_nir(nir.NIRGraph(nodes={"input": nir.Input({"input": np.array([1, 4, 4])}),
+                                     "pool": text_pool,
+                                     "output": nir.Output({"output": np.array([1, 2, 2])})},
+                              edges=[("input", "pool"), ("pool", "output")]))
+    del o
+
+
+def test_a_graph_without_neurons(tmp_path: Path) -> None:
+    path = _write(tmp_path, _chain(_io(3)[0], _affine(2, 3), _io(2)[1]))
+    assert read_graph(path).neurons() == 0
+    with pytest.raises(GraphError, match="has no neuron"):
+        NirGraph.from_file(path, dt=1e-3)
 
 
 def test_a_time_constant_that_is_not_positive(tmp_path: Path) -> None:

@@ -198,12 +198,25 @@ class _Reader:
 
     def pair(self, field: str, default: int | None = None) -> tuple[int, int]:
         value = getattr(self.node, field, default)
-        flat = np.asarray(value).reshape(-1)
+        try:
+            flat = np.asarray(value, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            flat = np.array([])
         if flat.size == 1:
             flat = np.repeat(flat, 2)
-        if flat.size != 2 or not all(float(v).is_integer() for v in flat):
+        if flat.size != 2 or not all(math.isfinite(v) and v.is_integer() for v in flat):
             raise self.fail(f"{field} {value!r} is not one or two integers")
         return int(flat[0]), int(flat[1])
+
+    def integer(self, field: str, default: int) -> int:
+        value = getattr(self.node, field, default)
+        try:
+            number = float(np.asarray(value, dtype=np.float64).reshape(-1)[0])
+        except (TypeError, ValueError, IndexError):
+            raise self.fail(f"{field} {value!r} is not an integer") from None
+        if not (math.isfinite(number) and number.is_integer()):
+            raise self.fail(f"{field} {value!r} is not an integer")
+        return int(number)
 
     def same_shapes(self, arrays: Mapping[str, np.ndarray]) -> None:
         shapes = {a.shape for a in arrays.values()}
@@ -253,7 +266,8 @@ def _flatten(r: _Reader, incoming: Shape | None) -> Node:
     shape = r.type_shape("input_type", "input") or incoming
     assert shape is not None
     rank = len(shape)
-    start, end = int(getattr(r.node, "start_dim", 0)), int(getattr(r.node, "end_dim", -1))
+    # NIR's own default start_dim is 1 (its Flatten keeps a sample's first axis)
+    start, end = r.integer("start_dim", 1), r.integer("end_dim", -1)
     start, end = start + rank if start < 0 else start, end + rank if end < 0 else end
     if not 0 <= start <= end < rank:
         raise r.fail(f"start_dim..end_dim does not fit a sample of shape {_shape(shape)}")
@@ -265,7 +279,7 @@ def _conv2d(r: _Reader, incoming: Shape | None) -> Node:
     if weight.ndim != 4 or bias.shape != (weight.shape[0],):
         raise r.fail(f"weight {_shape(weight.shape)} and bias {_shape(bias.shape)} are not "
                      "(C_out, C_in, kH, kW) and (C_out,)")
-    if int(getattr(r.node, "groups", 1)) != 1 or r.pair("dilation", 1) != (1, 1):
+    if r.integer("groups", 1) != 1 or r.pair("dilation", 1) != (1, 1):
         raise r.fail("groups and dilation other than 1 are not supported")
     stride = r.pair("stride", 1)
     if min(stride) < 1:

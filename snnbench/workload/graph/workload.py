@@ -166,6 +166,9 @@ class NirGraph(Workload):
                              f"(known: {', '.join(sorted(known))})")
         text = str(path)
         graph = load_graph(text)
+        if not graph.neurons():
+            raise GraphError(f"graph {text!r} has no neuron (LIF, IF, LI or CubaLIF node): "
+                             "nothing of it is a spiking network")
         workload = cls(graph=text, network=Path(text).stem, graph_hash=graph.content_hash,
                        neurons=graph.neurons(), node_kinds=",".join(graph.node_kinds()),
                        **choices)
