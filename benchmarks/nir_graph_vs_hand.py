@@ -58,29 +58,38 @@ def main() -> int:
     from snnbench.workload.graph.examples import linear_lif_graph, write_graph
 
     torch.set_num_threads(1)
-    pairs: list[tuple[str, str, Callable[[], Any], NeuronBuilder]] = [
-        ("torch", "subtract", TorchAdapter, torch_neuron_op)]
+    pairs: list[tuple[str, dict[str, Any], Callable[[], Any], NeuronBuilder]] = [
+        ("torch", {"reset": "subtract"}, TorchAdapter, torch_neuron_op)]
     try:
         from snnbench.adapters.snntorch import SnnTorchAdapter
         from snnbench.adapters.snntorch_graph import snntorch_neuron_op
 
-        pairs.append(("snntorch", "zero", SnnTorchAdapter, snntorch_neuron_op))
+        pairs.append(("snntorch", {"reset": "zero"}, SnnTorchAdapter, snntorch_neuron_op))
     except ImportError:
         pass
     try:
         from snnbench.adapters.spikingjelly import SpikingJellyAdapter
         from snnbench.adapters.spikingjelly_graph import spikingjelly_neuron_op
 
-        pairs.append(("spikingjelly", "subtract", SpikingJellyAdapter, spikingjelly_neuron_op))
+        pairs.append(("spikingjelly", {"reset": "subtract"}, SpikingJellyAdapter,
+                      spikingjelly_neuron_op))
+    except ImportError:
+        pass
+    try:
+        from snnbench.adapters.norse import NorseAdapter
+        from snnbench.adapters.norse_graph import norse_neuron_op
+
+        # what Norse builds exactly: a reset carrying gradient, its 'super' surrogate (slope 1)
+        pairs.append(("norse", {"reset": "subtract", "detach_reset": False,
+                                "surrogate_slope": 1.0}, NorseAdapter, norse_neuron_op))
     except ImportError:
         pass
     with tempfile.TemporaryDirectory() as folder:
-        for label, reset, adapter, builder in pairs:
-            spec = NetworkSpec(reset=reset, **SIZE)  # type: ignore[arg-type]
+        for label, choice, adapter, builder in pairs:
+            spec = NetworkSpec(**choice, **SIZE)
             path = write_graph(linear_lif_graph(spec, 1e-3), Path(folder) / f"{label}.nir")
-            workload = NirGraph.from_file(path, dt=1e-3, reset=reset,
-                                          time_steps=spec.time_steps,
-                                          batch_size=spec.batch_size)
+            workload = NirGraph.from_file(path, dt=1e-3, time_steps=spec.time_steps,
+                                          batch_size=spec.batch_size, **choice)
             variant = "torch" if label == "spikingjelly" else "default"
             hand = adapter().build(spec, make_case_data(spec), "cpu", variant)
             graph = TorchGraphModel(workload, workload.make_data(), "cpu", builder)

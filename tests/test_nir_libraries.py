@@ -49,8 +49,19 @@ def _spikingjelly() -> Any:
     return spikingjelly_neuron_op
 
 
+def _norse() -> Any:
+    pytest.importorskip("norse")
+    from snnbench.adapters.norse_graph import norse_neuron_op
+
+    return norse_neuron_op
+
+
 BUILDERS = {"torch": lambda: torch_neuron_op, "snntorch": _snntorch,
-            "spikingjelly": _spikingjelly}
+            "spikingjelly": _spikingjelly, "norse": _norse}
+#: zero reset, not detached: the one setting every library builds for every node kind; the
+#: sigmoid of slope 4, the one surrogate Norse's menu shares exactly with the others
+EVERYONE = {"reset": "zero", "detach_reset": False, "discretisation": "exponential",
+            "surrogate": "sigmoid", "surrogate_slope": 4.0}
 
 
 def _if_dag() -> Any:
@@ -98,11 +109,32 @@ def _check(workload: NirGraph, builder: Any) -> None:
 @pytest.mark.parametrize("name", [*sorted(EXAMPLES), "if-dag"])
 def test_native_build_is_exact(graphs: dict[str, Path], library: str, name: str) -> None:
     builder = BUILDERS[library]()
-    # zero reset, not detached: the one setting every library builds for every node kind
+    if library == "norse" and name == "if-dag":
+        pytest.skip("Norse builds no IF (test_norse_refuses_what_it_cannot_build)")
     workload = NirGraph.from_file(graphs[name], dt=1e-3, time_steps=40, batch_size=3,
-                                  reset="zero", detach_reset=False,
-                                  discretisation="exponential", surrogate="atan")
+                                  **EVERYONE)  # type: ignore[arg-type]
     _check(workload, builder)
+
+
+def test_norse_builds_subtract_euler_at_its_exact_surrogate(graphs: dict[str, Path]) -> None:
+    workload = NirGraph.from_file(graphs["conv"], dt=1e-3, time_steps=40, batch_size=3,
+                                  detach_reset=False, surrogate_slope=1.0)
+    _check(workload, _norse())
+
+
+def test_norse_refuses_what_it_cannot_build(graphs: dict[str, Path]) -> None:
+    builder = _norse()
+    cases = [
+        ("if-dag", EVERYONE, "IF not built"),
+        ("shd-mlp", {**EVERYONE, "detach_reset": True}, "detach_reset not built"),
+        ("shd-mlp", {**EVERYONE, "surrogate": "atan"}, "surrogate atan of slope 4 not built"),
+        ("cuba-mlp", {**EVERYONE, "reset": "subtract"}, "CubaLIF with reset 'subtract'"),
+    ]
+    for name, choice, message in cases:
+        workload = NirGraph.from_file(graphs[name], dt=1e-3, time_steps=5, batch_size=1,
+                                      **choice)  # type: ignore[arg-type]
+        with pytest.raises(CaseSkipped, match=message):
+            TorchGraphModel(workload, workload.make_data(), "cpu", builder)
 
 
 @pytest.mark.parametrize("name", [*sorted(EXAMPLES), "if-dag"])
