@@ -76,6 +76,13 @@ def main() -> int:
     except ImportError:
         pass
     try:
+        from snnbench.adapters.sinabs import SinabsAdapter
+        from snnbench.adapters.sinabs_graph import sinabs_neuron_op
+
+        pairs.append(("sinabs", {"reset": "subtract"}, SinabsAdapter, sinabs_neuron_op))
+    except ImportError:
+        pass
+    try:
         from snnbench.adapters.norse import NorseAdapter
         from snnbench.adapters.norse_graph import norse_neuron_op
 

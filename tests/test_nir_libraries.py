@@ -56,8 +56,15 @@ def _norse() -> Any:
     return norse_neuron_op
 
 
+def _sinabs() -> Any:
+    pytest.importorskip("sinabs")
+    from snnbench.adapters.sinabs_graph import sinabs_neuron_op
+
+    return sinabs_neuron_op
+
+
 BUILDERS = {"torch": lambda: torch_neuron_op, "snntorch": _snntorch,
-            "spikingjelly": _spikingjelly, "norse": _norse}
+            "spikingjelly": _spikingjelly, "norse": _norse, "sinabs": _sinabs}
 #: zero reset, not detached: the one setting every library builds for every node kind; the
 #: sigmoid of slope 4, the one surrogate Norse's menu shares exactly with the others
 EVERYONE = {"reset": "zero", "detach_reset": False, "discretisation": "exponential",
@@ -137,10 +144,25 @@ def test_norse_refuses_what_it_cannot_build(graphs: dict[str, Path]) -> None:
             TorchGraphModel(workload, workload.make_data(), "cpu", builder)
 
 
+@pytest.mark.parametrize("library", ["spikingjelly", "sinabs"])
 @pytest.mark.parametrize("name", [*sorted(EXAMPLES), "if-dag"])
-def test_spikingjelly_builds_subtract_euler_too(graphs: dict[str, Path], name: str) -> None:
+def test_subtract_detached_euler_too(graphs: dict[str, Path], library: str, name: str) -> None:
     workload = NirGraph.from_file(graphs[name], dt=1e-3, time_steps=40, batch_size=3)
-    _check(workload, _spikingjelly())
+    _check(workload, BUILDERS[library]())
+
+
+def test_sinabs_builds_per_neuron_parameters(tmp_path: Path) -> None:
+    # sinabs' alpha and threshold are tensors: per-neuron values are built, not refused
+    rng = np.random.default_rng(2)
+    graph = nir.NIRGraph.from_list(
+        nir.Input({"input": np.array([4])}),
+        nir.Affine(weight=rng.normal(size=(5, 4)), bias=np.zeros(5)),
+        nir.LIF(tau=np.linspace(0.005, 0.02, 5), r=np.full(5, 8.0), v_leak=np.zeros(5),
+                v_threshold=np.linspace(0.8, 1.2, 5)),
+        nir.Output({"output": np.array([5])}))
+    workload = NirGraph.from_file(write_graph(graph, tmp_path / "g.nir"), dt=1e-3,
+                                  time_steps=60, batch_size=3)
+    _check(workload, _sinabs())
 
 
 def test_snntorch_refuses_what_it_cannot_build(graphs: dict[str, Path]) -> None:
