@@ -26,6 +26,7 @@ def _step(model: Any) -> float:
     start = time.perf_counter()
     handle = model.forward()
     model.backward(handle)
+    model.synchronize()  # JAX dispatches asynchronously
     return time.perf_counter() - start
 
 
@@ -58,7 +59,7 @@ def main() -> int:
     from snnbench.workload.graph.examples import linear_lif_graph, write_graph
 
     torch.set_num_threads(1)
-    pairs: list[tuple[str, dict[str, Any], Callable[[], Any], NeuronBuilder]] = [
+    pairs: list[tuple[str, dict[str, Any], Callable[[], Any], NeuronBuilder | Any]] = [
         ("torch", {"reset": "subtract"}, TorchAdapter, torch_neuron_op)]
     try:
         from snnbench.adapters.snntorch import SnnTorchAdapter
@@ -91,15 +92,24 @@ def main() -> int:
                                 "surrogate_slope": 1.0}, NorseAdapter, norse_neuron_op))
     except ImportError:
         pass
+    try:
+        from snnbench.adapters.haiku import HaikuAdapter
+        from snnbench.adapters.haiku_graph import HaikuGraphModel
+
+        pairs.append(("haiku", {"reset": "subtract"}, HaikuAdapter, HaikuGraphModel))
+    except ImportError:
+        pass
     with tempfile.TemporaryDirectory() as folder:
         for label, choice, adapter, builder in pairs:
             spec = NetworkSpec(**choice, **SIZE)
             path = write_graph(linear_lif_graph(spec, 1e-3), Path(folder) / f"{label}.nir")
             workload = NirGraph.from_file(path, dt=1e-3, time_steps=spec.time_steps,
                                           batch_size=spec.batch_size, **choice)
-            variant = "torch" if label == "spikingjelly" else "default"
+            variant = {"spikingjelly": "torch", "haiku": "fp32"}.get(label, "default")
             hand = adapter().build(spec, make_case_data(spec), "cpu", variant)
-            graph = TorchGraphModel(workload, workload.make_data(), "cpu", builder)
+            graph = (HaikuGraphModel(workload, workload.make_data(), "cpu")
+                     if label == "haiku"
+                     else TorchGraphModel(workload, workload.make_data(), "cpu", builder))
             _compare(label, hand, graph)
             hand.close()
             graph.close()

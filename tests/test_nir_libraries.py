@@ -63,8 +63,20 @@ def _sinabs() -> Any:
     return sinabs_neuron_op
 
 
+def _haiku() -> Any:
+    pytest.importorskip("haiku")
+    from snnbench.adapters.haiku_graph import HaikuGraphModel
+
+    def build(workload: NirGraph, data: Any) -> Any:
+        return HaikuGraphModel(workload, data, "cpu")
+
+    build.whole_model = True  # type: ignore[attr-defined]
+    return build
+
+
 BUILDERS = {"torch": lambda: torch_neuron_op, "snntorch": _snntorch,
-            "spikingjelly": _spikingjelly, "norse": _norse, "sinabs": _sinabs}
+            "spikingjelly": _spikingjelly, "norse": _norse, "sinabs": _sinabs,
+            "haiku": _haiku}
 #: zero reset, not detached: the one setting every library builds for every node kind; the
 #: sigmoid of slope 4, the one surrogate Norse's menu shares exactly with the others
 EVERYONE = {"reset": "zero", "detach_reset": False, "discretisation": "exponential",
@@ -98,7 +110,8 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _check(workload: NirGraph, builder: Any) -> None:
     data = workload.make_data()
-    model = TorchGraphModel(workload, data, "cpu", builder)
+    model = (builder(workload, data) if getattr(builder, "whole_model", False)
+             else TorchGraphModel(workload, data, "cpu", builder))
     handle = model.forward()
     model.backward(handle)
     eq = compare_graph(model.spikes(handle), model.gradients(), workload.reference(data),
