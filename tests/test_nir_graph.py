@@ -111,9 +111,30 @@ def test_a_cycle(tmp_path: Path) -> None:
 
 
 def test_mismatched_shapes(tmp_path: Path) -> None:
-    path = _write(tmp_path, _chain(_io(3)[0], _affine(4, 3), _lif(5), _io(5)[1]))
-    with pytest.raises(GraphError, match=r"'affine' gives shape \(4\), 'lif' takes \(5\)"):
+    nodes = {"input": _io(3)[0], "a": _affine(4, 3), "b": _affine(2, 5), "lif": _lif(2),
+             "output": _io(2)[1]}
+    graph = nir.NIRGraph(nodes=nodes, edges=[("input", "a"), ("a", "b"), ("b", "lif"),
+                                             ("lif", "output")])
+    with pytest.raises(GraphError, match=r"'a' gives shape \(4\), 'b' takes \(5\)"):
+        read_graph(_write(tmp_path, graph))
+    path = _write(tmp_path, _chain(_io(3)[0], _affine(4, 3), _lif(5), _io(5)[1]), "n.nir")
+    with pytest.raises(GraphError, match=r"tau of shape \(5\) does not fit the \(4\) neurons"):
         read_graph(path)
+
+
+def test_what_exporters_write_is_read(tmp_path: Path) -> None:
+    # one value for a whole layer (sinabs, Norse) and the batch axis of the exporter's sample
+    # in the Input and Output types (Norse): read as one value per neuron, shapes without it
+    lif = nir.LIF(tau=np.array(0.01), r=np.array(1.0), v_leak=np.array(0.0),
+                  v_threshold=np.array(1.0))
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([1, 3])}), "fc": _affine(2, 3),
+               "lif": lif, "output": nir.Output({"output": np.array([1, 2])})},
+        edges=[("input", "fc"), ("fc", "lif"), ("lif", "output")])
+    read = read_graph(_write(tmp_path, graph))
+    assert read.node("input").in_shape == (3,) and read.node("output").in_shape == (2,)
+    node = read.node("lif")
+    assert isinstance(node, LIF) and node.tau.shape == (2,) and node.tau[1] == 0.01
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

@@ -107,7 +107,11 @@ def from_nir(graph: Any, where: str = "graph") -> Graph:
         incoming = nodes[preds[0]].out_shape if preds else None
         node = _convert(name, raw[name], incoming, where)
         for src in preds:
-            if nodes[src].out_shape != node.in_shape:
+            given = nodes[src]
+            if (isinstance(given, Input) and given.shape != node.in_shape
+                    and _squeezed(given.shape) == node.in_shape):
+                nodes[src] = given = Input(shape=node.in_shape)
+            if given.out_shape != node.in_shape:
                 raise GraphError(
                     f"{where}: edge {src!r} -> {name!r}: {src!r} gives shape "
                     f"{_shape(nodes[src].out_shape)}, {name!r} takes {_shape(node.in_shape)}")
@@ -218,13 +222,34 @@ class _Reader:
             raise self.fail(f"{field} {value!r} is not an integer")
         return int(number)
 
-    def same_shapes(self, arrays: Mapping[str, np.ndarray]) -> None:
+    def per_neuron(self, arrays: Mapping[str, np.ndarray], incoming: Shape | None
+                   ) -> dict[str, np.ndarray]:
+        """The neuron parameters, each one value per neuron: a scalar (or any shape that
+        broadcasts, as exporters write one value for a whole layer) is broadcast to the shape
+        the node receives."""
         shapes = {a.shape for a in arrays.values()}
-        if len(shapes) != 1:
-            raise self.fail("its parameters have different shapes: " + ", ".join(
-                f"{k} {_shape(tuple(v.shape))}" for k, v in arrays.items()))
-        if not next(iter(shapes)):
-            raise self.fail("its parameters are scalars, not one value per neuron")
+        target = incoming
+        if target is None:
+            if len(shapes) != 1 or not next(iter(shapes)):
+                raise self.fail("its parameters do not say how many neurons it has")
+            target = next(iter(shapes))
+        out = {}
+        for name, value in arrays.items():
+            try:
+                out[name] = frozen_array(np.broadcast_to(value, target))
+            except ValueError:
+                raise self.fail(f"{name} of shape {_shape(tuple(value.shape))} does not fit "
+                                f"the {_shape(target)} neurons it receives") from None
+        return out
+
+
+def _squeezed(shape: Shape) -> Shape:
+    """``shape`` without leading 1s: an exporter that wrote the batch axis of its sample
+    into an Input or Output type (Norse) means the shape after it."""
+    i = 0
+    while i < len(shape) - 1 and shape[i] == 1:
+        i += 1
+    return shape[i:]
 
 
 def _input(r: _Reader, incoming: Shape | None) -> Node:
@@ -237,6 +262,8 @@ def _input(r: _Reader, incoming: Shape | None) -> Node:
 def _output(r: _Reader, incoming: Shape | None) -> Node:
     shape = r.type_shape("output_type", "output") or incoming
     assert shape is not None  # an Output always has a predecessor (checked before)
+    if incoming is not None and shape != incoming and _squeezed(shape) == _squeezed(incoming):
+        shape = incoming
     return Output(shape=shape)
 
 
@@ -328,21 +355,18 @@ def _pool(cls: type[SumPool2d]) -> Callable[[_Reader, Shape | None], Node]:
 def _lif(r: _Reader, incoming: Shape | None) -> Node:
     arrays = {"tau": r.array("tau", positive=True), "r": r.array("r"),
               "v_leak": r.array("v_leak"), "v_threshold": r.array("v_threshold")}
-    r.same_shapes(arrays)
-    return LIF(**arrays)
+    return LIF(**r.per_neuron(arrays, incoming))
 
 
 def _if(r: _Reader, incoming: Shape | None) -> Node:
     arrays = {"r": r.array("r"), "v_threshold": r.array("v_threshold")}
-    r.same_shapes(arrays)
-    return IF(**arrays)
+    return IF(**r.per_neuron(arrays, incoming))
 
 
 def _li(r: _Reader, incoming: Shape | None) -> Node:
     arrays = {"tau": r.array("tau", positive=True), "r": r.array("r"),
               "v_leak": r.array("v_leak")}
-    r.same_shapes(arrays)
-    return LI(**arrays)
+    return LI(**r.per_neuron(arrays, incoming))
 
 
 def _cubalif(r: _Reader, incoming: Shape | None) -> Node:
@@ -350,8 +374,7 @@ def _cubalif(r: _Reader, incoming: Shape | None) -> Node:
               "tau_mem": r.array("tau_mem", positive=True), "r": r.array("r"),
               "v_leak": r.array("v_leak"), "v_threshold": r.array("v_threshold"),
               "w_in": r.array("w_in")}
-    r.same_shapes(arrays)
-    return CubaLIF(**arrays)
+    return CubaLIF(**r.per_neuron(arrays, incoming))
 
 
 _CONVERTERS: dict[str, Callable[[_Reader, Shape | None], Node]] = {
