@@ -206,6 +206,15 @@ def test_an_unknown_setting_and_a_bad_choice(tmp_path: Path) -> None:
         NirGraph.from_file(path, dt=1e-3, reset="hard")
 
 
+def test_the_path_is_recorded_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_example("cuba-mlp", tmp_path / "c.nir")
+    monkeypatch.chdir(tmp_path)
+    workload = NirGraph.from_file("c.nir", dt=1e-3)
+    assert workload.graph == str(tmp_path / "c.nir") and workload.network == "c"
+    monkeypatch.chdir("/")
+    assert workload.make_data().graph.content_hash == workload.graph_hash
+
+
 def test_a_file_changed_after_the_case_was_made(tmp_path: Path) -> None:
     path = _write(tmp_path, _chain(_io(2)[0], _affine(2, 2), _lif(2), _io(2)[1]))
     workload = NirGraph.from_file(path, dt=1e-3)

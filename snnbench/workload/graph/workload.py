@@ -164,7 +164,8 @@ class NirGraph(Workload):
         if unknown:
             raise GraphError(f"unknown graph setting {unknown[0]!r} "
                              f"(known: {', '.join(sorted(known))})")
-        text = str(path)
+        # absolute: a worker reads the file again, from whatever folder it runs in
+        text = str(Path(path).absolute())
         graph = load_graph(text)
         if not graph.neurons():
             raise GraphError(f"graph {text!r} has no neuron (LIF, IF, LI or CubaLIF node): "
