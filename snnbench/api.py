@@ -13,6 +13,9 @@ entry-point group ``snnbench.adapters``:
 * :class:`Workload` and its first kind :class:`LinearLif` (``workload.spec`` is the
   :class:`NetworkSpec`; ``workload.make_data()`` the :class:`CaseData` an adapter receives;
   ``workload.parameter_names()`` the names its gradients are keyed by);
+* the second kind, :class:`NirGraph` (a network read from a NIR file; ``make_data()`` gives a
+  :class:`GraphData`, the graph's typed nodes, their float32 arrays and the input), whose knobs
+  :class:`GraphKnobs` name the node kinds an adapter builds (``docs/nir.md``);
 * :class:`AdapterUnavailable` (the library cannot be used here) and :class:`CaseSkipped`
   (this case cannot be honoured), with the message shown;
 * :func:`surrogate_grad`, the surrogate derivatives of the reference, for exact BPTT.
@@ -29,7 +32,8 @@ from snnbench.adapter import (
     import_or_unavailable,
 )
 from snnbench.plugin import API_VERSION, Adapter, Capabilities, Model
-from snnbench.workload import Knobs, LinearLif, LinearLifKnobs, Workload
+from snnbench.workload import GraphKnobs, Knobs, LinearLif, LinearLifKnobs, NirGraph, Workload
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.reference import surrogate_grad
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
@@ -56,11 +60,14 @@ __all__ = [
     "CaseSkipped",
     "FloatArray",
     "Framework",
+    "GraphData",
+    "GraphKnobs",
     "Knobs",
     "LinearLif",
     "LinearLifKnobs",
     "Model",
     "NetworkSpec",
+    "NirGraph",
     "Workload",
     "distribution_version",
     "import_or_unavailable",

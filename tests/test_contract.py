@@ -170,7 +170,7 @@ def test_a_record_carries_its_workload_kind_and_an_untagged_one_is_linear_lif(
     again = CaseRecord.from_dict(old, source="old.json")
     assert again.kind == "linear-lif" and again.schema == RECORD_SCHEMA
     assert again.workload.case_id == again.case_id == job.spec.case_id
-    with pytest.raises(UserError, match="kind: unknown workload kind 'nir-graph'"):
-        CaseRecord.from_dict({**data, "kind": "nir-graph"}, source="r.json")
+    with pytest.raises(UserError, match="kind: unknown workload kind 'transformer'"):
+        CaseRecord.from_dict({**data, "kind": "transformer"}, source="r.json")
     with pytest.raises(UserError, match="kind: unknown workload kind"):
-        Job.from_dict({**job.to_dict(), "kind": "nir-graph"})
+        Job.from_dict({**job.to_dict(), "kind": "transformer"})

@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from snnbench.cli import app
 
-COMMANDS = ("run", "show", "merge", "env", "verify", "report", "compare", "history", "list")
+COMMANDS = ("run", "show", "merge", "env", "verify", "report", "compare", "history", "list",
+            "export-nir")
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -68,8 +68,8 @@ def test_the_registry_knows_linear_lif_and_reads_untagged_parameters_as_it() -> 
 
 
 def test_an_unknown_kind_or_field_is_one_line() -> None:
-    with pytest.raises(WorkloadError, match="unknown workload kind 'nir-graph'"):
-        workload_from_dict({"neurons": 8}, "nir-graph")
+    with pytest.raises(WorkloadError, match="unknown workload kind 'transformer'"):
+        workload_from_dict({"neurons": 8}, "transformer")
     with pytest.raises(ValueError, match="unknown network field"):
         workload_from_dict({"kind": "linear-lif", "nerons": 8})
 

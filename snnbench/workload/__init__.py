@@ -1,5 +1,6 @@
 """What a case computes: the :class:`Workload` protocol, its registry of kinds, and the first
-kind, ``linear-lif`` (:class:`LinearLif`). Later kinds (NIR graphs) register beside it."""
+kind, ``linear-lif`` (:class:`LinearLif`), and ``nir-graph`` (:class:`NirGraph`, a network read
+from a NIR file) beside it."""
 
 from snnbench.workload.base import (
     DEFAULT_KIND,
@@ -14,11 +15,17 @@ from snnbench.workload.base import (
 )
 from snnbench.workload.linear_lif import LinearLif, LinearLifKnobs
 
+# isort: split
+# registered second: linear-lif stays the first kind listed (kinds(), 'known: ...' messages)
+from snnbench.workload.graph import GraphKnobs, NirGraph
+
 __all__ = [
     "DEFAULT_KIND",
+    "GraphKnobs",
     "Knobs",
     "LinearLif",
     "LinearLifKnobs",
+    "NirGraph",
     "Workload",
     "WorkloadError",
     "kinds",

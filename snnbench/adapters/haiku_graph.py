@@ -1,0 +1,271 @@
+"""A ``nir-graph`` workload built natively in JAX with dm-haiku (no NIR importer exists for it).
+
+The synaptic nodes are haiku modules holding the graph's arrays in haiku's layouts:
+``hk.Linear`` (``w`` is (in, out)) for Affine and Linear, ``hk.Conv2D`` (``w`` is HWIO, the
+input NCHW) for Conv2d, a parameter ``scale`` for Scale; pooling and flatten are reshapes. Each
+stateful node is a hand-written ``lax.scan`` over T of the step in ``docs/nir.md`` with a
+``jax.custom_vjp`` Heaviside whose derivative is the workload's surrogate (the haiku adapter's
+Linear+LIF design). The model is compiled ahead of time and timed as the JAX adapters' models
+are (:class:`~snnbench.adapters._jax_common.JaxModel`); gradients come back by ``node.field``
+in the graph's layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from snnbench.plugin import Model
+from snnbench.workload.graph import GraphData, NirGraph
+from snnbench.workload.graph.nodes import (
+    LI,
+    Affine,
+    AvgPool2d,
+    Conv2d,
+    CubaLIF,
+    Flatten,
+    Linear,
+    Node,
+    Output,
+    Scale,
+    SumPool2d,
+)
+from snnbench.workload.graph.reference import Dynamics
+from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
+
+from ._jax_common import JaxModel, jax_device, surrogate_derivative
+
+
+def _scalar_or_array(value: np.ndarray) -> Any:
+    flat = np.asarray(value, dtype=np.float64).reshape(-1)
+    if flat.size and np.all(flat == flat[0]):
+        return float(np.float32(flat[0]))
+    return np.asarray(value, dtype=np.float32)
+
+
+def _spike_fn(dyn: Dynamics) -> Callable[[Any], Any]:
+    import jax
+
+    name, slope = dyn.surrogate, float(dyn.surrogate_slope)
+
+    @jax.custom_vjp
+    def spike(u: Any) -> Any:
+        return (u >= 0).astype(u.dtype)
+
+    def fwd(u: Any) -> tuple[Any, Any]:
+        return (u >= 0).astype(u.dtype), u
+
+    def bwd(u: Any, g: Any) -> tuple[Any]:
+        return (g * surrogate_derivative(u, name, slope),)
+
+    spike.defvjp(fwd, bwd)
+    return spike
+
+
+def _neuron(node: Node, dyn: Dynamics) -> Callable[[Any], Any]:
+    """The node's ``lax.scan`` over T: (T, B, *shape) → (T, B, *shape)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    from .torch_graph import step_coefficients  # float64 NumPy only: no torch op runs
+
+    c = {k: _scalar_or_array(v) for k, v in step_coefficients(node, dyn).items()}
+    a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
+    spike = _spike_fn(dyn)
+    spiking = not isinstance(node, LI)
+    cuba = isinstance(node, CubaLIF)
+    subtract = dyn.reset == "subtract"
+    detach = dyn.detach_reset
+
+    def fire(v: Any) -> tuple[Any, Any]:
+        s = spike(v - theta)
+        r = lax.stop_gradient(s) if detach else s
+        return (v - theta * r if subtract else v * (1.0 - r)), s
+
+    def step(v: Any, d_t: Any) -> tuple[Any, Any]:
+        v = a * v + d_t
+        return fire(v) if spiking else (v, v)
+
+    def cuba_step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
+        v, cur = state
+        cur = alpha * cur + d_t
+        v, s = fire(a * v + _term(cur, g, leak))
+        return (v, cur), s
+
+    def run(x: Any) -> Any:
+        zero = jnp.zeros(x.shape[1:], x.dtype)
+        if cuba:
+            _, out = lax.scan(cuba_step, (zero, zero), _term(x, gamma, 0.0))
+        else:
+            _, out = lax.scan(step, zero, _term(x, g, leak))
+        return out
+
+    return run
+
+
+def _term(x: Any, gain: Any, offset: Any) -> Any:
+    """gain·x + offset, with no op for a gain of 1 or an offset of 0 (a hand-written loop has
+    none)."""
+    if not (isinstance(gain, float) and gain == 1.0):
+        x = gain * x
+    return x if isinstance(offset, float) and offset == 0.0 else x + offset
+
+
+def _stateless(name: str, node: Node) -> Callable[[Any], Any]:
+    """The node as haiku modules (created inside the transformed function)."""
+    import haiku as hk
+    import jax.numpy as jnp
+
+    if isinstance(node, Affine | Linear):
+        out = node.out_shape[0]
+        bias = isinstance(node, Affine)
+        return lambda x: hk.Linear(out, with_bias=bias, name=name)(x)
+    if isinstance(node, Scale):
+        shape = node.in_shape
+        return lambda x: x * hk.get_parameter(f"{name}_scale", shape, init=jnp.ones)
+    if isinstance(node, Flatten):
+        out_shape = node.out_shape
+        return lambda x: x.reshape(*x.shape[:2], *out_shape)
+    if isinstance(node, Conv2d):
+        c_out, kh, kw = int(node.weight.shape[0]), int(node.weight.shape[2]), \
+            int(node.weight.shape[3])
+        stride, padding, in_shape = node.stride, node.padding, node.in_shape
+
+        def conv(x: Any) -> Any:
+            module = hk.Conv2D(c_out, (kh, kw), stride=stride,
+                               padding=[(padding[0], padding[0]), (padding[1], padding[1])],
+                               data_format="NCHW", name=name)
+            y = module(x.reshape(-1, *in_shape))
+            return y.reshape(*x.shape[:2], *y.shape[1:])
+        return conv
+    if isinstance(node, SumPool2d):
+        c, h, w = node.in_shape
+        kh, kw = node.kernel
+        divide = isinstance(node, AvgPool2d)
+
+        def pool(x: Any) -> Any:
+            y = x.reshape(*x.shape[:2], c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
+            return y / (kh * kw) if divide else y
+        return pool
+    raise AssertionError(f"no haiku module for {node.kind}")
+
+
+def _haiku_path(name: str, node: Node, field: str) -> tuple[str, str]:
+    """Where haiku keeps the graph's array ``name.field``: (module, parameter)."""
+    if isinstance(node, Scale):
+        return "~", f"{name}_scale"
+    return name, {"weight": "w", "bias": "b"}[field]
+
+
+def _to_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
+    if field == "weight" and isinstance(node, Affine | Linear):
+        return np.ascontiguousarray(value.T)  # (out, in) → haiku's (in, out)
+    if field == "weight" and isinstance(node, Conv2d):
+        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
+    if field == "bias" and isinstance(node, Conv2d):
+        return value.reshape(-1, 1, 1)  # an NCHW Conv2D's bias broadcasts over H, W
+    return value
+
+
+def _from_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
+    if field == "weight" and isinstance(node, Affine | Linear):
+        return np.ascontiguousarray(value.T)
+    if field == "weight" and isinstance(node, Conv2d):
+        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
+    if field == "bias" and isinstance(node, Conv2d):
+        return value.reshape(-1)
+    return value
+
+
+class HaikuGraphModel(Model):
+    """The compiled haiku graph, timed as :class:`JaxModel` times a Linear+LIF network; its
+    gradients by ``node.field`` in the graph's layouts."""
+
+    def __init__(self, workload: NirGraph, data: GraphData, device: str) -> None:
+        import haiku as hk
+        import jax
+
+        graph, dyn = data.graph, workload.dynamics
+        ops: dict[str, Callable[[Any], Any]] = {}
+        order = [(name, graph.predecessors(name)) for name, _ in graph.nodes
+                 if name != graph.input]
+
+        def network(x: Any) -> Any:
+            values = {graph.input: x}
+            for name, preds in order:
+                node = graph.node(name)
+                h = values[preds[0]]
+                for src in preds[1:]:
+                    h = h + values[src]
+                if isinstance(node, Output):
+                    values[name] = h
+                elif node.stateful:
+                    values[name] = ops.setdefault(name, _neuron(node, dyn))(h)
+                else:
+                    values[name] = _stateless(name, node)(h)
+            return values[graph.output]
+
+        transformed: Any = hk.without_apply_rng(hk.transform(network))
+        dev = jax_device(device)
+        self._fields = [(name, node, field) for name, node in graph.nodes
+                        for field in node.trainable]
+        params: dict[str, dict[str, Any]] = {}
+        for name, node, field in self._fields:
+            module, key = _haiku_path(name, node, field)
+            value = _to_haiku(node, field, np.asarray(data.params[f"{name}.{field}"]))
+            params.setdefault(module, {})[key] = jax.device_put(
+                np.asarray(value, dtype=np.float32), dev)
+        x = jax.device_put(np.asarray(data.inputs, dtype=np.float32), dev)
+        # the parameter tree must be exactly the one haiku creates (names, shapes)
+        expected = jax.eval_shape(transformed.init, jax.random.PRNGKey(0), x)
+        shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), params)
+        wanted = jax.tree_util.tree_map(lambda a: tuple(a.shape), expected)
+        if shapes != wanted:
+            raise RuntimeError(f"parameters {shapes} differ from haiku's {wanted}")
+        self._caught: list[Any] = [None]
+
+        def catch(grads: Any) -> list[tuple[Any, Any]]:
+            self._caught[0] = grads  # the whole gradient tree, read by name below
+            return []
+
+        # the Linear+LIF model's timing machinery; strict float32 matmuls (the default spec)
+        self._inner = JaxModel(transformed.apply, params, x, dev, NetworkSpec(), catch)
+
+    def forward(self) -> Any:
+        return self._inner.forward()
+
+    def backward(self, handle: Any) -> None:
+        self._inner.backward(handle)
+
+    def step(self) -> Any:
+        return self._inner.step()
+
+    def zero_grad(self) -> None:
+        self._inner.zero_grad()
+
+    def synchronize(self) -> None:
+        self._inner.synchronize()
+
+    def spikes(self, handle: Any) -> FloatArray:
+        return self._inner.spikes(handle)
+
+    def timer_kind(self) -> str | None:
+        return self._inner.timer_kind()
+
+    def peak_memory_bytes(self) -> int | None:
+        return self._inner.peak_memory_bytes()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def gradients(self) -> Mapping[str, Any]:
+        self._inner.gradients()  # hands the gradient tree to catch()
+        tree = self._caught[0]
+        out: dict[str, FloatArray] = {}
+        for name, node, field in self._fields:
+            module, key = _haiku_path(name, node, field)
+            value = np.asarray(tree[module][key], dtype=np.float32)
+            out[f"{name}.{field}"] = _from_haiku(node, field, value)
+        return out

@@ -1,0 +1,324 @@
+"""The ``nir-graph`` workload kind: a user's network, read from a ``.nir`` file.
+
+A graph states its layers and their parameters; it does not state the time step, the reset,
+how a continuous neuron becomes a step, the surrogate, T, B, the input or the seed. Those are
+this workload's fields, given by the config or the flags and recorded with every row. The
+:attr:`NirGraph.case_id` covers the graph's content hash (not its path: the same network in
+another file is the same case) and every choice.
+
+The file is read when the workload is made (:meth:`NirGraph.from_file`, where every defect is
+found before anything is written) and again, lazily, when a worker needs the network; a file
+that changed in between is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from snnbench.errors import shown
+from snnbench.workload.base import Knobs, Workload, WorkloadError, register
+from snnbench.workload.graph.load import GraphError, check_time_step, read_graph
+from snnbench.workload.graph.nodes import NODE_TYPES, Affine, Conv2d, Graph, Linear
+from snnbench.workload.graph.reference import (
+    DISCRETISATIONS,
+    Dynamics,
+    GraphResult,
+    run_graph_reference,
+)
+from snnbench.workload.linear_lif import neuron
+from snnbench.workload.linear_lif.spec import INPUT_KINDS, FloatArray
+
+KIND = "nir-graph"
+#: the dtypes a graph case computes in (the reference is float64 of the float32 values)
+GRAPH_DTYPES: tuple[str, ...] = ("float32",)
+
+#: the fields a graph file determines (recorded so that a row is read without the file)
+_FROM_FILE = ("graph", "network", "graph_hash", "neurons", "node_kinds")
+#: the fields that name the file, not the network: left out of the case_id
+_WHERE = ("graph", "network")
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, mtime_ns: int) -> Graph:
+    return read_graph(path)
+
+
+def load_graph(path: str) -> Graph:
+    """The graph at ``path``, read once per process while the file is unchanged."""
+    try:
+        mtime = Path(path).stat().st_mtime_ns
+    except OSError:
+        raise GraphError(f"graph {path!r}: no such file") from None
+    return _load(path, mtime)
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """A graph case's data: the graph, its trainable arrays as float32 (what every adapter
+    builds with, by ``node.field``) and the input (T, B, *input shape), float32."""
+
+    graph: Graph
+    params: Mapping[str, FloatArray]
+    inputs: FloatArray
+
+
+@register
+@dataclass(frozen=True)
+class NirGraph(Workload):
+    """A NIR graph with the choices it leaves open."""
+
+    graph: str
+    #: the file's name without its suffix (``shd-mlp``): how tables and labels name it
+    network: str
+    graph_hash: str
+    neurons: int
+    node_kinds: str
+    dt: float
+    time_steps: int = 100
+    batch_size: int = 16
+    reset: str = neuron.RESET
+    discretisation: str = "euler"
+    surrogate: str = neuron.SURROGATE
+    surrogate_slope: float = neuron.SURROGATE_SLOPE
+    detach_reset: bool = neuron.DETACH_RESET
+    input_kind: str = "gaussian"
+    input_std: float = 1.0
+    input_rate: float = 0.1
+    seed: int = 0
+    dtype: str = "float32"
+
+    kind: ClassVar[str] = KIND
+    version: ClassVar[int] = 1
+    size_param: ClassVar[str] = "neurons"
+    columns: ClassVar[tuple[str, ...]] = (
+        "network", "neurons", "batch_size", "time_steps", "dt", "reset", "discretisation",
+        "surrogate", "surrogate_slope", "detach_reset", "input_kind", "input_std",
+        "input_rate", "seed", "dtype", "graph", "graph_hash", "node_kinds",
+    )
+    label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("network", "{}"), ("neurons", "n={}"),
+        ("batch_size", "B={}"), ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "{}"),
+        ("discretisation", "{}"),
+    )
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
+        ("dt", "dt={}"), ("reset", "reset={}"), ("discretisation", "{}"),
+    )
+
+    def __post_init__(self) -> None:
+        from snnbench.workload.linear_lif.spec import (
+            SURROGATES,  # the same surrogate names as linear-lif
+        )
+
+        for name in ("graph", "network", "graph_hash", "node_kinds"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise WorkloadError(f"{name} must be a non-empty string, "
+                                    f"got {shown(getattr(self, name))}")
+        for name in ("neurons", "time_steps", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise WorkloadError(f"{name} must be a positive integer, got {shown(value)}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise WorkloadError(f"seed must be an integer ≥ 0, got {shown(self.seed)}")
+        for name in ("dt", "surrogate_slope", "input_std", "input_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) \
+                    or not math.isfinite(value):
+                raise WorkloadError(f"{name} must be a finite number, got {shown(value)}")
+            object.__setattr__(self, name, float(value))
+        if self.dt <= 0:
+            raise WorkloadError(f"dt must be a positive number of seconds, got {self.dt!r}")
+        choices: dict[str, tuple[str, ...]] = {
+            "reset": neuron.RESET_MODES, "discretisation": DISCRETISATIONS,
+            "surrogate": SURROGATES, "input_kind": INPUT_KINDS, "dtype": GRAPH_DTYPES,
+        }
+        for name, allowed in choices.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise WorkloadError(f"{name} must be one of {', '.join(allowed)}, "
+                                    f"got {shown(value)}")
+        if not isinstance(self.detach_reset, bool):
+            raise WorkloadError(f"detach_reset must be true or false, "
+                                f"got {shown(self.detach_reset)}")
+        unknown = [k for k in self.node_kinds.split(",") if k not in NODE_TYPES]
+        if unknown:
+            raise WorkloadError(f"node kind {unknown[0]!r} is not one snnbench reads")
+
+    # -- made from a file ------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | Path, **choices: Any) -> NirGraph:
+        """The workload of the graph at ``path`` with ``choices`` (``dt`` required): the file
+        is read and every defect raised as a one-line :class:`GraphError` here."""
+        if choices.get("dt") is None:
+            raise GraphError("dt is missing: a NIR graph states no time step; give one "
+                             "(seconds, e.g. dt = 1e-3)")
+        known = {f.name for f in fields(cls)} - set(_FROM_FILE)
+        unknown = sorted(set(choices) - known)
+        if unknown:
+            raise GraphError(f"unknown graph setting {unknown[0]!r} "
+                             f"(known: {', '.join(sorted(known))})")
+        # absolute: a worker reads the file again, from whatever folder it runs in
+        text = str(Path(path).absolute())
+        graph = load_graph(text)
+        if not graph.neurons():
+            raise GraphError(f"graph {text!r} has no neuron (LIF, IF, LI or CubaLIF node): "
+                             "nothing of it is a spiking network")
+        workload = cls(graph=text, network=Path(text).stem, graph_hash=graph.content_hash,
+                       neurons=graph.neurons(), node_kinds=",".join(graph.node_kinds()),
+                       **choices)
+        check_time_step(graph, workload.dt, workload.discretisation)
+        return workload
+
+    # -- identity and words ----------------------------------------------------------------
+    @property
+    def case_id(self) -> str:
+        """sha1 of the kind, its version and every field but the file's path and name."""
+        body = {k: v for k, v in self.params().items() if k not in _WHERE}
+        text = json.dumps({"kind": KIND, "version": self.version, **body}, sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+    @property
+    def label(self) -> str:
+        """``shd-mlp n=532 B=16 T=100 dt=0.001 subtract euler float32``."""
+        return (f"{self.network} n={self.neurons} B={self.batch_size} T={self.time_steps} "
+                f"dt={self.dt:g} {self.reset} {self.discretisation} {self.dtype}")
+
+    def params(self) -> dict[str, Any]:
+        """Every field, as plain data."""
+        return asdict(self)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> NirGraph:
+        """The workload of stored fields (no file is read); a missing ``dt`` or an unknown
+        field is refused."""
+        body = dict(params)
+        if body.get("dt") is None:
+            raise WorkloadError("dt is missing: a NIR graph states no time step")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise WorkloadError(f"unknown {KIND} parameter {unknown[0]!r}")
+        missing = [k for k in _FROM_FILE if k not in body]
+        if missing:
+            raise WorkloadError(f"a {KIND} workload needs {missing[0]!r}")
+        return cls(**body)
+
+    @property
+    def dynamics(self) -> Dynamics:
+        """The choices the graph leaves open, as the reference reads them."""
+        return Dynamics(dt=self.dt, reset=self.reset, discretisation=self.discretisation,
+                        surrogate=self.surrogate, surrogate_slope=self.surrogate_slope,
+                        detach_reset=self.detach_reset)
+
+    # -- what it computes ------------------------------------------------------------------
+    def load(self) -> Graph:
+        """The graph, read from :attr:`graph`; a file whose content changed is refused."""
+        graph = load_graph(self.graph)
+        if graph.content_hash != self.graph_hash:
+            raise GraphError(f"graph {self.graph!r} changed since this case was made "
+                             f"(content {graph.content_hash[:12]}, "
+                             f"expected {self.graph_hash[:12]})")
+        return graph
+
+    def input_shape(self) -> tuple[int, ...]:
+        """(T, B, *the Input node's shape)."""
+        graph = self.load()
+        return (self.time_steps, self.batch_size, *graph.node(graph.input).in_shape)
+
+    def make_data(self) -> GraphData:
+        """The graph's arrays as float32 and the input from the seed (Gaussian current
+        N(0, input_std²) or Bernoulli spikes of ``input_rate``)."""
+        graph = self.load()
+        rng = np.random.Generator(np.random.PCG64(self.seed))
+        shape = (self.time_steps, self.batch_size, *graph.node(graph.input).in_shape)
+        if self.input_kind == "gaussian":
+            inputs = (rng.standard_normal(size=shape) * self.input_std).astype(np.float32)
+        else:
+            inputs = (rng.random(size=shape) < self.input_rate).astype(np.float32)
+        params = {k: v.astype(np.float32) for k, v in graph.parameters().items()}
+        return GraphData(graph=graph, params=params, inputs=inputs)
+
+    def reference(self, data: Any) -> GraphResult:
+        """The float64 reference (:func:`run_graph_reference`) of ``data``'s float32 values."""
+        assert isinstance(data, GraphData)
+        return run_graph_reference(data.graph, data.inputs, self.dynamics, data.params)
+
+    def operations(self) -> float:
+        """Multiply-accumulates of the synaptic nodes in one forward pass, times B·T."""
+        macs = 0
+        for _, node in self.load().nodes:
+            if isinstance(node, Affine | Linear):
+                macs += int(node.weight.size)
+            elif isinstance(node, Conv2d):
+                _, ho, wo = node.out_shape
+                macs += int(node.weight.size) * ho * wo
+        return float(macs) * self.batch_size * self.time_steps
+
+    def shortened(self, time_steps: int) -> NirGraph:
+        """This case with T cut to at most ``time_steps``."""
+        return replace(self, time_steps=min(self.time_steps, time_steps))
+
+    def parameter_names(self) -> tuple[str, ...]:
+        """The names gradients are keyed by: ``node.field`` of every trainable array."""
+        return self.load().parameter_names()
+
+    def gradients_by_name(self, grads: Mapping[str, Any]) -> dict[str, FloatArray]:
+        """``grads`` checked against :meth:`parameter_names`, as float32; a missing or
+        unknown name raises ``ValueError`` (the adapter's fault)."""
+        names = self.parameter_names()
+        missing = [n for n in names if n not in grads]
+        unknown = sorted(str(n) for n in grads if n not in names)
+        if missing or unknown:
+            raise ValueError("gradients by name do not match the graph's parameters: "
+                             f"missing {missing}, unknown {unknown}")
+        return {n: np.asarray(grads[n], dtype=np.float32) for n in names}
+
+
+@dataclass(frozen=True)
+class GraphKnobs(Knobs):
+    """What an adapter honours of a ``nir-graph`` case: the node kinds it builds and the
+    choices it can follow."""
+
+    node_kinds: tuple[str, ...] = ("Input", "Output", "Affine", "Linear", "LIF")
+    resets: tuple[str, ...] = neuron.RESET_MODES
+    discretisations: tuple[str, ...] = DISCRETISATIONS
+    surrogates: tuple[str, ...] = ("fast_sigmoid",)
+    detach_reset: tuple[bool, ...] = (True, False)
+    input_kinds: tuple[str, ...] = INPUT_KINDS
+    dtypes: tuple[str, ...] = GRAPH_DTYPES
+
+    def reason_unsupported(self, workload: Workload) -> str | None:
+        """The first node kind or choice these knobs cannot honour, or None."""
+        if not isinstance(workload, NirGraph):
+            return f"workload kind {workload.kind!r} not supported (supports: {KIND})"
+        missing = [k for k in workload.node_kinds.split(",") if k not in self.node_kinds]
+        if missing:
+            return (f"node kind {missing[0]} not built (builds: "
+                    f"{', '.join(self.node_kinds)})")
+        checks: Sequence[tuple[str, Any, tuple[Any, ...]]] = (
+            ("reset mode", workload.reset, self.resets),
+            ("discretisation", workload.discretisation, self.discretisations),
+            ("surrogate", workload.surrogate, self.surrogates),
+            ("detach_reset", workload.detach_reset, self.detach_reset),
+            ("input kind", workload.input_kind, self.input_kinds),
+            ("dtype", workload.dtype, self.dtypes),
+        )
+        for what, value, allowed in checks:
+            if value not in allowed:
+                return (f"{what} {value!r} not supported "
+                        f"(supports: {', '.join(str(a) for a in allowed) or 'none'})")
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``snnbench list --json``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
