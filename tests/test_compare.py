@@ -13,7 +13,7 @@ from scipy import stats
 
 from snnbench import gate, schema
 from snnbench.compare import MIN_SAMPLES, compare
-from snnbench.compare_output import format_comparison
+from snnbench.export import format_comparison
 from snnbench.rundir import RunDirError
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 

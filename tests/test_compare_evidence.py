@@ -16,7 +16,7 @@ import pytest
 
 from snnbench import schema
 from snnbench.compare import compare
-from snnbench.compare_output import format_comparison
+from snnbench.export import format_comparison
 from snnbench.rundir import RunDirError
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run

@@ -15,8 +15,8 @@ import pytest
 
 from snnbench import schema
 from snnbench.compare import compare
-from snnbench.compare_output import format_comparison
 from snnbench.contract import CaseRecord
+from snnbench.export import format_comparison
 from snnbench.history import collect
 from snnbench.report import report
 from snnbench.rundir import RunFolder, load_run

@@ -37,12 +37,15 @@ def _room(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def test_no_chain_of_imports_is_longer_than_eleven_floors() -> None:
+def test_no_chain_of_imports_is_longer_than_thirteen_floors() -> None:
     # the layers contract allows imports within a layer, so it alone cannot stop the house from
     # growing taller: this counts the floors as the longest chain of imports between rooms
     # (function-level imports included, as they are edges all the same). Eleven since the
     # workload seam (issue 34) put named tiers under the adapters: the plugin API v1 → v2 shim,
-    # the API v2, the workload and what Linear+LIF stands on (reference)
+    # the API v2, the workload and what Linear+LIF stands on (reference). Thirteen since one
+    # exporter registry (issue 34, item 5) draws every format of show, report and compare:
+    # report writes its pages through it, and its formats draw the show views (report → export
+    # → views), two flat rooms that the report tier of the regrouping makes one
     grimp = pytest.importorskip("grimp")
     graph = grimp.build_graph("snnbench")
     arrows: dict[str, set[str]] = {}
@@ -63,5 +66,5 @@ def test_no_chain_of_imports_is_longer_than_eleven_floors() -> None:
     chain = [top]
     while arrows.get(chain[-1]):
         chain.append(max(arrows[chain[-1]], key=floor))
-    assert floor(top) <= 11, " -> ".join(chain)
+    assert floor(top) <= 13, " -> ".join(chain)
     assert floors["snnbench.__main__"] == floor(top)  # the entry point stands on top
