@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
 from typing import Any
 
 from snnbench.adapter import AdapterUnavailable
+from snnbench.host.processes import run_captured
 from snnbench.plugin import Adapter
 from snnbench.registry import get_entry
 
@@ -64,6 +66,25 @@ def _variants_unusable_here(adapter: Adapter) -> dict[str, str]:
             where = "CUDA" if tuple(devices) == ("cuda",) else ", ".join(devices)
             unusable[variant] = f"{where} only: {exc}"
     return unusable
+
+
+def run_probe(name: str, timeout_s: float, python: str = "") -> tuple[dict[str, Any], bool]:
+    """The probe's answer for adapter ``name`` from a process of its own (under ``python``,
+    default this interpreter), and whether the probe gave it (True) or it hung or crashed
+    (False: a passing failure, never cached)."""
+    try:
+        proc = run_captured([python or sys.executable, "-P", "-m", "snnbench.probe", name],
+                            timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "available": False,
+                "reason": f"import hung > {timeout_s:g} s"}, False
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            result: dict[str, Any] = json.loads(line[len(MARKER):])
+            return result, True
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"name": name, "available": False,
+            "reason": f"probe crashed (exit {proc.returncode}): {tail}"}, False
 
 
 def main() -> int:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from snnbench import __version__
+from snnbench.host.libenv import BuiltEnvironment
 from snnbench.records.fileio import WriteError, atomic_write_json, parse_json, read_regular
 from snnbench.registry import AdapterEntry
 
@@ -220,6 +221,20 @@ class ProbeCache:
                 or not isinstance(result.get("available"), bool)):
             return None
         return result
+
+    def known(self, entry: AdapterEntry, environment: BuiltEnvironment | None = None,
+              ) -> dict[str, Any] | None:
+        """The answer for ``entry`` (in ``environment``, a library environment built for it;
+        None: this interpreter's) that needs no probe, or None: a plugin whose class did not
+        load and an environment that could not be built are unavailable, and a stored answer
+        whose key still holds is that answer."""
+        if entry.adapter_class is None:
+            return {"available": False, "reason": entry.error,
+                    "variants": [], "library": "", "version": None}
+        if environment is not None and environment.error:
+            return {"available": False, "variants": [], "library": "", "version": None,
+                    "reason": f"environment could not be built: {environment.error}"}
+        return self.get(entry, environment.python if environment is not None else "")
 
     def put(self, entry: AdapterEntry, python: str, result: dict[str, Any]) -> bool:
         """Store a probe's answer; False when it cannot be (no key, an unwritable folder)."""

@@ -52,14 +52,14 @@ def test_config_typo_exits_2(tmp_path: Path) -> None:
 
 
 def test_every_shipped_config_resolves_by_name(tmp_path: Path) -> None:
-    from snnbench.cli import BUILTIN_CONFIGS, config_path
+    from snnbench.sweep.config import BUILTIN_CONFIGS, config_path
 
     shipped = sorted(p.stem for p in (REPO / "configs").glob("*.toml"))
     assert sorted(BUILTIN_CONFIGS) == shipped and BUILTIN_CONFIGS[0] == "default"
     for name in shipped:
         assert config_path(name).read_text() == (REPO / "configs" / f"{name}.toml").read_text()
     # from another directory, where no configs/ folder is beside the user
-    proc = subprocess.run([sys.executable, "-c", "from snnbench.cli import config_path; "
+    proc = subprocess.run([sys.executable, "-c", "from snnbench.sweep.config import config_path; "
                            "print(config_path('fused-gpu').is_file())"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.stdout.strip() == "True", proc.stderr

@@ -13,8 +13,8 @@ from scipy import stats
 
 from snnbench.gate import interval as gate
 from snnbench.gate.compare import MIN_SAMPLES, compare
-from snnbench.gate.compare_output import format_comparison
 from snnbench.records import schema
+from snnbench.report.export import format_comparison
 from snnbench.store.rundir import RunDirError
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run
 

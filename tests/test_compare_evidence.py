@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from snnbench.gate.compare import compare
-from snnbench.gate.compare_output import format_comparison
 from snnbench.records import schema
+from snnbench.report.export import format_comparison
 from snnbench.store.rundir import RunDirError
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import FakeCase, timed_case, write_run

@@ -70,7 +70,7 @@ def stubs() -> Iterator[None]:
     with mock.patch("snnbench.sweep.run.start_run", _start_run), \
             mock.patch("snnbench.sweep.verify_cmd.run_verification", _verification), \
             mock.patch("snnbench.gate.compare.compare", _compare), \
-            mock.patch("snnbench.cli.discover", _discover):
+            mock.patch("snnbench.cli.list.discover", _discover):
         yield
 
 

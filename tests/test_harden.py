@@ -708,7 +708,7 @@ def test_a_relative_env_cache_is_recorded_absolute(tmp_path: Path, monkeypatch: 
 
 def test_a_file_named_like_a_shipped_config_does_not_shadow_it(
         tmp_path: Path, monkeypatch: Any) -> None:
-    from snnbench.cli import config_path
+    from snnbench.sweep.config import config_path
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "default").write_text("this is my own notes file, not TOML\n")

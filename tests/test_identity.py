@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from snnbench.gate.compare import compare
-from snnbench.gate.compare_output import format_comparison
 from snnbench.records import schema
 from snnbench.records.contract import CaseRecord
+from snnbench.report.export import format_comparison
 from snnbench.report.history import collect
 from snnbench.report.pages import report
 from snnbench.report.targets import check_fused_targets

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from snnbench import cli
+from snnbench import probe as probes
 from snnbench.adapter import Adapter, Model
 from snnbench.cli import app
 from snnbench.probe_cache import FORMAT, Installed, ProbeCache
@@ -44,7 +44,7 @@ def _list(*args: str) -> list[dict[str, Any]]:
 def test_the_second_list_answers_from_the_cache_without_a_probe(
         fake_plugins: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     probe = _Counting()
-    monkeypatch.setattr(cli, "_probe", probe)
+    monkeypatch.setattr(probes, "run_probe", probe)
     first = _list()
     assert sorted(probe.calls) == ["fake-ok", "fake-toy"]
     second = _list()
@@ -57,7 +57,7 @@ def test_the_second_list_answers_from_the_cache_without_a_probe(
 def test_a_probe_that_hung_or_crashed_is_not_kept(
         fake_plugins: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     probe = _Counting(answered=False)
-    monkeypatch.setattr(cli, "_probe", probe)
+    monkeypatch.setattr(probes, "run_probe", probe)
     _list()
     _list()
     assert sorted(probe.calls) == ["fake-ok", "fake-ok", "fake-toy", "fake-toy"]
@@ -69,7 +69,7 @@ def test_an_unwritable_cache_never_fails_list(fake_plugins: Path, tmp_path: Path
     blocker.write_text("a file where the cache folder goes")
     monkeypatch.setenv("SNNBENCH_CACHE_DIR", str(blocker))
     probe = _Counting()
-    monkeypatch.setattr(cli, "_probe", probe)
+    monkeypatch.setattr(probes, "run_probe", probe)
     assert {r["name"] for r in _list()} == {"fake-ok", "fake-toy"}
     assert _list() and len(probe.calls) == 4  # probed again each time, and no error
 

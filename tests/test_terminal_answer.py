@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from snnbench import cli
+from snnbench.cli import app, output, run as run_command
 from snnbench.records.contract import CaseRecord
 from snnbench.registry import discover
 from snnbench.report.ranking import Entry, rank_run, speedup
@@ -52,7 +52,7 @@ def _run(tmp_path: Path, *, floor: bool = True, skipped: int = 2) -> Path:
 
 
 def _invoke(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(cli.app, list(args),
+    return CliRunner().invoke(app, list(args),
                               env={"COLUMNS": str(columns), "NO_COLOR": None, **(env or {})})
 
 
@@ -187,7 +187,7 @@ def test_run_refuses_an_export_path_that_exists_before_anything_runs(tmp_path: P
 def test_exports_write_the_typed_json_and_a_markdown_answer(tmp_path: Path) -> None:
     run = _run(tmp_path)
     as_json, as_md = tmp_path / "run.json", tmp_path / "run.md"
-    cli._export(run, {"json": as_json, "md": as_md})
+    run_command.export_run(run, {"json": as_json, "md": as_md})
     jsonschema.validate(json.loads(as_json.read_text()), _schema())
     md = as_md.read_text()
     assert md.startswith("# snnbench run run\n")
@@ -198,7 +198,7 @@ def test_exports_write_the_typed_json_and_a_markdown_answer(tmp_path: Path) -> N
     late = tmp_path / "late.json"
     late.write_text("someone's")
     with pytest.raises(Exception) as stopped:
-        cli._export(run, {"json": late})
+        run_command.export_run(run, {"json": late})
     assert getattr(stopped.value, "exit_code", None) == 2
     assert late.read_text() == "someone's"
 
@@ -210,14 +210,14 @@ def test_color_always_never_and_no_color(tmp_path: Path) -> None:
     assert "\x1b[" not in _invoke("show", run, "--color", "never").output
     bad = _invoke("show", run, "--color", "rainbow")
     assert bad.exit_code == 2 and "--color must be auto, always, never" in bad.output
-    cli._set_color("auto")
+    output.set_color("auto")
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("NO_COLOR", "1")
-            cli._set_color("auto")
-            assert cli.console.no_color and cli.err_console.no_color
+            output.set_color("auto")
+            assert output.console.no_color and output.err_console.no_color
     finally:
-        cli._set_color("auto")
+        output.set_color("auto")
 
 
 # -- as it goes: the case's number, the ETA's count, variants not asked for ---------------

@@ -370,14 +370,14 @@ def test_cuda_only_adapters_are_not_available_on_a_cpu_only_torch() -> None:
 def test_list_text_says_torch_cudagraph_needs_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from snnbench import cli
+    from snnbench.cli import list as list_command
     from snnbench.registry import discover
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is visible")
     # the real probes (one process each), of these two adapters only
     entries = {n: e for n, e in discover().items() if n in ("torch-cudagraph", "fused")}
-    monkeypatch.setattr(cli, "discover", lambda **_: entries)
+    monkeypatch.setattr(list_command, "discover", lambda **_: entries)
     monkeypatch.setenv("COLUMNS", "400")
     result = invoke("list")
     assert result.exit_code == 0, result.stderr

@@ -29,6 +29,7 @@ import dataclasses
 import importlib.metadata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from snnbench.errors import UserError
@@ -225,6 +226,31 @@ class ExecutorSettings:
                 tables[name] = dataclasses.replace(current, **{field: value})
         kept = {key: getattr(self, key) for key in _TOP_KEYS}
         return type(self)(**{**kept, **top}, tables=tables)
+
+    def refuse_foreign(self, given: Mapping[str, Any]) -> None:
+        """Refuse options (``given`` as :meth:`with_overrides` takes them) that these settings
+        would ignore (``--partition`` on a local run, ``--bind-cpus`` without ``--gpus``): a
+        silently ignored option is a wrong run. Named as the command line's flags."""
+        owners = {"slurm.": "slurm", "ray.": "ray"}
+        for key in given:
+            owner = next((name for prefix, name in owners.items() if key.startswith(prefix)),
+                         None)
+            if owner is not None and self.name != owner:
+                flag = "--" + key.split(".", 1)[1].replace("_", "-")
+                flag = {"--cluster": "--slurm-cluster", "--address": "--ray-address"}.get(flag,
+                                                                                          flag)
+                raise ExecutorError(f"{flag} is an option of the {owner} executor, not of "
+                                    f"{self.name!r} (add --executor {owner}, or leave it out)")
+        if given.get("bind_cpus") and (self.name != "local" or not self.gpus):
+            raise ExecutorError("--bind-cpus pins cases to the CPUs nearest their GPU: it needs "
+                                "the local executor with --gpus")
+        image = self.slurm.image if self.name == "slurm" else ""
+        if image and not Path(image).is_file():
+            # up front, on either submitit cluster: else each array task fails in apptainer
+            # and its row says only "the array task failed"
+            why = ("is a folder, not an image" if Path(image).is_dir()
+                   else "no such Apptainer image")
+            raise ExecutorError(f"--image {image}: {why}")
 
 
 def _is_default(value: Any) -> bool:

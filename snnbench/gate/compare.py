@@ -6,8 +6,8 @@ case in words), the phase and the metric: two precisions or surrogates of one si
 cases, never pooled. Each joined pair gets
 one *mark*; which rule judges a metric (``interval``, ``threshold`` or ``info``) is the metric's
 entry in the registry (:mod:`snnbench.records.metrics`). This module computes the verdict only; how
-it reads (text, Markdown, JSON) is :mod:`snnbench.gate.compare_output`; the verdict's data
-(:class:`Pair`, :class:`Comparison`, the marks) is :mod:`snnbench.gate.verdict`.
+it reads (text, Markdown, JSON) is :mod:`snnbench.report.export`, one exporter per format; the
+verdict's data (:class:`Pair`, :class:`Comparison`, the marks) is :mod:`snnbench.gate.verdict`.
 
 time (``time_s`` of forward, backward, step)
     a tri-state gate on the ratio candidate/baseline of the pooled medians
@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -620,6 +621,38 @@ def only_environment(run: Run, name: str) -> Run:
     if samples is not None:
         samples = samples[samples["environment"] == wanted].assign(environment="")
     return dataclasses.replace(run, summary=summary, samples=samples)
+#: :func:`compare`'s numeric thresholds: the bound each lies above (``False``) or at or above
+#: (``True``); ``alpha`` lies strictly between 0 and 1
+THRESHOLD_BOUNDS: dict[str, tuple[float, bool]] = {
+    "factor": (1.0, False), "count_factor": (1.0, False), "mem_threshold": (0.0, True),
+    "time_floor_s": (0.0, True), "process_spread": (0.0, True), "mem_floor_bytes": (0.0, True),
+}
+
+
+def check_thresholds(given: Mapping[str, float | None],
+                     names: Mapping[str, str] | None = None) -> None:
+    """Refuse an impossible threshold of :func:`compare` in one line: NaN, an infinity, a
+    value beyond its bound (:data:`THRESHOLD_BOUNDS`), an ``alpha`` outside (0, 1).
+
+    ``given`` maps each parameter to its value (None: left out), in the order they are
+    checked; ``names`` says how the caller's user names each (``--time-floor-ms``; the
+    parameter's own name by default). A bound of 0 holds in any unit, so a floor may be given
+    in the user's unit."""
+    names = names or {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        name = names.get(key, key)
+        if key == "alpha":
+            if not 0.0 < value < 1.0:
+                raise CompareError(f"{name} must be between 0 and 1, got {value}")
+            continue
+        low, inclusive = THRESHOLD_BOUNDS[key]
+        if not (math.isfinite(value) and (value >= low if inclusive else value > low)):
+            bound = f"≥ {low:g}" if inclusive else f"> {low:g}"
+            raise CompareError(f"{name} must be a finite number {bound}, got {value}")
+
+
 def compare(
     baseline_dir: str | Path,
     candidate_dir: str | Path,
@@ -648,22 +681,12 @@ def compare(
     damaged, of another schema version or lacks a named environment, and :class:`CompareError` for
     impossible thresholds.
     """
-    if not (math.isfinite(factor) and factor > 1.0):
-        raise CompareError(f"factor must be a finite number > 1 (got {factor})")
-    if not (math.isfinite(mem_threshold) and mem_threshold >= 0.0):
-        raise CompareError(f"mem_threshold must be a finite number >= 0 (got {mem_threshold})")
-    if not 0.0 < alpha < 1.0:
-        raise CompareError(f"alpha must be in (0, 1) (got {alpha})")
-    if not (math.isfinite(count_factor) and count_factor > 1.0):
-        raise CompareError(f"count_factor must be a finite number > 1 (got {count_factor})")
+    check_thresholds({"factor": factor, "count_factor": count_factor,
+                      "mem_threshold": mem_threshold, "alpha": alpha,
+                      "time_floor_s": time_floor_s, "process_spread": process_spread,
+                      "mem_floor_bytes": mem_floor_bytes})
     if gated_metrics is not None:
         check_gated_metrics(gated_metrics)
-    for name, floor in (("mem_floor_bytes", mem_floor_bytes), ("time_floor_s", time_floor_s)):
-        if floor is not None and not (math.isfinite(floor) and floor >= 0.0):
-            raise CompareError(f"{name} must be a finite number >= 0 (got {floor})")
-    if process_spread is not None and not (math.isfinite(process_spread)
-                                           and process_spread >= 0.0):
-        raise CompareError(f"process_spread must be a finite number >= 0 (got {process_spread})")
     time_floors = (dict(TIME_FLOOR_S) if time_floor_s is None
                    else dict.fromkeys(TIME_FLOOR_S, time_floor_s))
     mem_floors = (dict(MEM_FLOOR_BYTES) if mem_floor_bytes is None

@@ -1,23 +1,20 @@
-"""How a :class:`~snnbench.gate.compare.Comparison` reads: Markdown for a PR comment, JSON, and the
-terminal's rich view (also as plain text).
+"""The building blocks of a :class:`~snnbench.gate.compare.Comparison` as it reads: its pairs as
+:class:`snnbench.render.Table` models, its counts, rule and geometric-mean lines, and the
+terminal's rich view.
 
-The verdict and every pair's mark are computed in :mod:`snnbench.gate.compare`; this module only
-turns them into :class:`snnbench.render.Table` models and text.
+The verdict and every pair's mark are computed in :mod:`snnbench.gate.compare`; each output format
+draws them from these blocks (:mod:`snnbench.report.export`: Markdown, JSON, the terminal).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import math
 from collections.abc import Callable, Iterable
-from typing import Literal
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
-from snnbench.gate import interval as gate
-from snnbench.gate.verdict import MARK_ORDER, MIN_SAMPLES, Comparison, Pair
+from snnbench.gate.verdict import MARK_ORDER, Comparison, Pair
 from snnbench.records import schema
 from snnbench.records.metrics import (
     format_bytes,
@@ -26,11 +23,9 @@ from snnbench.records.metrics import (
     metric as metric_info,
 )
 from snnbench.render import Footnotes, Table
-from snnbench.render.formats import markdown
 from snnbench.render.terminal import Look, to_rich as table_to_rich
 from snnbench.workload import row_workload_class
 
-OutputFormat = Literal["text", "md", "json"]
 #: marks left out of the terminal view unless asked, and folded away in Markdown
 QUIET_MARKS: frozenset[str] = frozenset({"same", "not_run", "info"})
 
@@ -115,11 +110,11 @@ def pairs_table(pairs: Iterable[Pair], fields: Iterable[str] | None = None) -> T
                   "interval", "note"], rows)
 
 
-def _counts_text(cmp: Comparison) -> str:
+def counts_text(cmp: Comparison) -> str:
     return ", ".join(f"{m.replace('_', ' ')}: {n}" for m, n in cmp.counts().items())
 
 
-def _geomean_line(cmp: Comparison) -> str:
+def geomean_line(cmp: Comparison) -> str:
     total = cmp.geomean_ratio()
     if not math.isfinite(total):
         return "Geometric mean time ratio: no comparable time pairs."
@@ -138,7 +133,7 @@ def _floors_text(floors: dict[str, float], fmt: Callable[[float], str],
                      for d in devices)
 
 
-def _rule_line(cmp: Comparison) -> str:
+def rule_line(cmp: Comparison) -> str:
     devices = sorted({str(p.case["device"]) for p in cmp.pairs}) or ["cpu"]
     floors = (f", last-resort floor {_floors_text(cmp.time_floors, format_seconds, devices)}"
               if any(cmp.time_floors.get(d, 0.0) > 0 for d in devices) else "")
@@ -167,70 +162,6 @@ def _count_rule(cmp: Comparison) -> str:
     if cmp.gated_metrics is not None:
         text += f" Gated metrics: {', '.join(cmp.gated_metrics)} (the others are info)."
     return text
-
-
-def to_markdown(cmp: Comparison) -> str:
-    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
-    that matter, and the unchanged ones folded in a ``<details>`` block."""
-    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
-        cmp.state]
-    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
-    lines = [
-        "## snnbench compare",
-        "",
-        f"{icon} **{cmp.verdict}**",
-        "",
-        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
-        + _counts_text(cmp) + ".",
-        "",
-        _geomean_line(cmp),
-        "",
-        _rule_line(cmp),
-        "",
-    ]
-    if cmp.warnings:
-        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
-    shown = [p for p in cmp.pairs if p.mark not in QUIET_MARKS]
-    if shown:
-        lines += [markdown(pairs_table(shown)), ""]
-    rest = [p for p in cmp.pairs if p.mark in QUIET_MARKS]
-    if rest:
-        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
-                  "", markdown(pairs_table(rest)), "", "</details>", ""]
-    return "\n".join(lines)
-
-
-def to_json(cmp: Comparison) -> str:
-    """The whole comparison as JSON (NaN written as null)."""
-    geo = cmp.geomean_ratio()
-    doc = {
-        "baseline": str(cmp.baseline),
-        "candidate": str(cmp.candidate),
-        "baseline_run_id": cmp.baseline_run_id,
-        "candidate_run_id": cmp.candidate_run_id,
-        "environments": list(cmp.environments) if cmp.environments else None,
-        "rule": {"factor": cmp.factor, "mem_threshold": cmp.mem_threshold, "alpha": cmp.alpha,
-                 "confidence": 1.0 - cmp.alpha,
-                 "method": gate.METHOD,
-                 "process_spread": cmp.process_spread, "noise_spread": cmp.noise_spread,
-                 "resamples": gate.RESAMPLES, "seed": cmp.seed,
-                 "time_floor_s": cmp.time_floors, "mem_floor_bytes": cmp.mem_floors,
-                 "count_factor": cmp.count_factor,
-                 "gated_metrics": (list(cmp.gated_metrics) if cmp.gated_metrics is not None
-                                   else None),
-                 "min_samples": MIN_SAMPLES},
-        "state": cmp.state,
-        "exit_code": cmp.exit_code,
-        "verdict": cmp.verdict,
-        "one_process": cmp.one_process,
-        "replicates_needed": cmp.replicates_needed,
-        "geomean_time_ratio": geo if math.isfinite(geo) else None,
-        "compared_time_pairs": len(cmp.time_pairs()),
-        "counts": cmp.counts(),
-        "warnings": cmp.warnings,
-        "pairs": [p.as_dict() for p in cmp.pairs],
-    }
-    return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
 _SHORT_PHASE = {"forward": "fwd", "backward": "bwd"}
@@ -320,9 +251,9 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     style = {"pass": "bold green", "fail": "bold red", "inconclusive": "bold yellow",
              "nothing comparable": "bold yellow"}[cmp.state]
     parts.append(Text(cmp.verdict, style=style))
-    parts.append(Text(f"{cmp.sides_text} ({_counts_text(cmp)})"))
-    parts.append(Text(_geomean_line(cmp)))
-    parts.append(Text(_rule_line(cmp), style="dim"))
+    parts.append(Text(f"{cmp.sides_text} ({counts_text(cmp)})"))
+    parts.append(Text(geomean_line(cmp)))
+    parts.append(Text(rule_line(cmp), style="dim"))
     for w in cmp.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     shown = [p for p in cmp.pairs if show_all or p.mark not in QUIET_MARKS]
@@ -339,31 +270,3 @@ def to_rich(cmp: Comparison, *, show_all: bool = False) -> RenderableType:
     if hidden:
         parts.append(Text(f"{hidden} unchanged or informational pairs not shown", style="dim"))
     return Group(*parts)
-
-
-def format_comparison(cmp: Comparison, fmt: OutputFormat = "text", width: int = 160) -> str:
-    """Render as ``text`` (the rich table as plain text), ``md`` or ``json``."""
-    if fmt == "md":
-        return to_markdown(cmp)
-    if fmt == "json":
-        return to_json(cmp)
-    if fmt == "text":
-        buffer = io.StringIO()
-        Console(file=buffer, width=width, no_color=True, force_terminal=False).print(to_rich(cmp))
-        return buffer.getvalue()
-    raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-
-
-def render(cmp: Comparison, fmt: str, console: Console) -> None:
-    """Print a comparison for the CLI: ``text`` as a rich table on ``console``; ``md`` and
-    ``json`` written verbatim to the console's file (no wrapping, no markup), so that
-    ``>> $GITHUB_STEP_SUMMARY`` or ``| jq`` get exactly :func:`to_markdown` / :func:`to_json`.
-    """
-    if fmt == "text":
-        console.print(to_rich(cmp))
-    elif fmt in ("md", "json"):
-        console.file.write((to_markdown(cmp) if fmt == "md" else to_json(cmp)) + "\n")
-        console.file.flush()
-    else:
-        raise ValueError(f"unknown format {fmt!r} (text, md, json)")
-

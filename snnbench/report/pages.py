@@ -7,13 +7,13 @@ are embedded as base64, nothing is fetched from the network). The timing table
 from
 :mod:`snnbench.report.tables` and is re-exported here.
 
-Tables are :class:`snnbench.render.Table` models, drawn by the render layer's back-ends.
+Tables are :class:`snnbench.render.Table` models; the page (a
+:class:`~snnbench.report.export.ReportPage`) is drawn by every format of the exporter registry
+that draws one (:mod:`snnbench.report.export`: Markdown and HTML).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import math
 import re
 from collections.abc import Iterable
@@ -30,8 +30,8 @@ from snnbench.records.metrics import METRICS, format_bytes, format_seconds, form
 from snnbench.records.roofline import IMPOSSIBLE_NOTE, impossible_rows
 from snnbench.records.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
 from snnbench.render import Table
-from snnbench.render.formats import html_page, html_table, markdown
 from snnbench.report import plots, speedups, targets
+from snnbench.report.export import EXPORTERS, ReportPage
 from snnbench.report.tables import case_text, format_table, reading_order, summary_table
 from snnbench.store.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.store.rundir import load_run
@@ -326,19 +326,6 @@ _PLOTS: tuple[tuple[str, str, bool, Any], ...] = (
     ("memory", "Peak memory", False, plots.plot_memory),
 )
 
-_GOALS_NOTE = (
-    "Median step times of this run (the fastest fused variant); 'measured' is the ratio the "
-    "target bounds: fused/other, fused/floor, best third-party/fused, or fused/torch memory."
-)
-
-_HEADLINE_NOTE = (
-    "The fastest library at each n (the floor, a hardware bound, aside), by how much it beat "
-    "the runner-up and torch: the ratio of median step times, in brackets its 95 % bootstrap "
-    "interval from this run's raw samples. 'noisy': a step time whose IQR is over "
-    f"{100 * NOISY_IQR_RATIO:g} % of its median."
-)
-
-
 def headline_table(groups: list[tuple[str, pd.DataFrame]], samples: pd.DataFrame | None
                    ) -> Table:
     """Who is fastest at each n of each case group (:func:`snnbench.report.speedups.headline`)."""
@@ -466,42 +453,21 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     status_line = ", ".join(f"{counts[s]} {s}" for s in schema.STATUSES if s in counts)
     env = environment_table(run.manifest, summary["library"].unique().tolist())
 
-    page = _Page(run, status_line, env, sections, timing=summary_table(run),
-                 metrics=case_metrics_table(run), problems=problems_table(run),
-                 warns=warnings_table(run),
-                 goals=targets_table(run) if targets else Table([], []),
-                 overhead=overhead_lines(summary), alerts=alert_lines(run),
-                 trust=trust_lines(run, ok, unread),
-                 headline=headline_table([(g.title, g.rows) for g in groups], run.samples))
-    md, html_page = _markdown(page, out), _html(page)
-    md_path, html_path = out / "report.md", out / "report.html"
-    write_recorded(md_path, md.encode("utf-8"))
-    write_recorded(html_path, html_page.encode("utf-8"))
-    return [*written, md_path, html_path]
-
-
-@dataclass(frozen=True)
-class _Page:
-    """Everything the report shows, drawn once as Markdown and once as HTML."""
-
-    run: Run
-    status_line: str
-    env: Table
-    #: (group title, [(caption, png path)], step pivot table)
-    sections: list[tuple[str, list[tuple[str, Path]], Table]]
-    timing: Table
-    metrics: Table
-    problems: Table
-    warns: Table
-    #: the fused backend's targets (no rows unless asked for: ``report --targets``)
-    goals: Table
-    overhead: list[str]
-    #: what a reader must know before any figure: impossible rows
-    alerts: list[str]
-    #: how far to trust the page: (is a warning, line)
-    trust: list[tuple[bool, str]]
-    #: who is fastest at each n
-    headline: Table
+    page = ReportPage(run, out, status_line, env, sections, timing=summary_table(run),
+                      metrics=case_metrics_table(run), problems=problems_table(run),
+                      warns=warnings_table(run),
+                      goals=targets_table(run) if targets else Table([], []),
+                      overhead=overhead_lines(summary), alerts=alert_lines(run),
+                      trust=trust_lines(run, ok, unread),
+                      headline=headline_table([(g.title, g.rows) for g in groups],
+                                              run.samples))
+    # one page per format that draws a page (report.md, report.html), in the registry's order
+    for fmt in EXPORTERS.formats(ReportPage):
+        exporter = EXPORTERS.get(fmt, ReportPage)
+        path = out / f"report.{exporter.suffix}"
+        write_recorded(path, exporter.serialize(page).encode("utf-8"))
+        written.append(path)
+    return written
 
 
 def _impossible_cases(frame: pd.DataFrame) -> pd.Series:
@@ -525,80 +491,3 @@ def alert_lines(run: Run) -> list[str]:
                      f"{format_seconds(float(row['median']))} is below the device's floor of "
                      f"{format_seconds(float(row['floor_s']))}: {IMPOSSIBLE_NOTE}")
     return lines
-
-
-_PIVOT_NOTE = ("Median step time (forward + backward), fastest first; in brackets the speed-up "
-               "over torch.")
-
-
-def _markdown(page: _Page, out: Path) -> str:
-    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
-    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
-    goals, overhead = page.goals, page.overhead
-    parts = [f"# snnbench report: {run.run_id}", "",
-             *(f"> **{line}**\n" for line in page.alerts),
-             "## How far to trust this report", "",
-             *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust), "",
-             f"Cases: {status_line}.", "",
-             *(f"{line}  " for line in overhead), ""]
-    if page.headline.rows:
-        parts += ["## Fastest at each n", "", _HEADLINE_NOTE, "", markdown(page.headline), ""]
-    if not sections:
-        parts += ["No case finished ok: there is nothing to plot.", ""]
-    for title, images, pivot in sections:
-        parts += [f"## {title}", ""]
-        if pivot.rows:
-            parts += [_PIVOT_NOTE, "", markdown(pivot), ""]
-        for caption, path in images:
-            parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
-    parts += ["## Timing", "", markdown(timing), ""]
-    if metrics.rows:
-        parts += ["## Other metrics per case", "", markdown(metrics), ""]
-    parts += ["## Cases that did not finish ok", ""]
-    parts += [markdown(problems) if problems.rows else "None.", ""]
-    if warns.rows:
-        parts += ["## Measurement warnings", "", markdown(warns), ""]
-    parts += ["## Environment", "", markdown(env), ""]
-    if goals.rows:
-        parts += ["## Fused backend against its targets", "", _GOALS_NOTE, "",
-                  markdown(goals), ""]
-    return "\n".join(parts)
-
-
-def _html(page: _Page) -> str:
-    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
-    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
-    goals, overhead = page.goals, page.overhead
-    esc = html.escape
-    trust = "".join(f'<li class="bad"><strong>{esc(line)}</strong></li>' if bad
-                    else f"<li>{esc(line)}</li>" for bad, line in page.trust)
-    body = [f"<h1>snnbench report: {esc(run.run_id)}</h1>",
-            *(f'<p class="bad"><strong>{esc(line)}</strong></p>' for line in page.alerts),
-            f"<h2>How far to trust this report</h2><ul>{trust}</ul>",
-            f"<p>Cases: {esc(status_line)}.</p>",
-            *(f"<p>{esc(line)}</p>" for line in overhead)]
-    if page.headline.rows:
-        body += ['<h2 id="fastest">Fastest at each n</h2>', f"<p>{esc(_HEADLINE_NOTE)}</p>",
-                 html_table(page.headline)]
-    if not sections:
-        body.append("<p>No case finished ok: there is nothing to plot.</p>")
-    for title, images, pivot in sections:
-        body.append(f"<h2>{esc(title)}</h2>")
-        if pivot.rows:
-            body += [f"<p>{esc(_PIVOT_NOTE)}</p>", html_table(pivot)]
-        for caption, path in images:
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{esc(caption)}</figcaption></figure>")
-    body += ["<h2>Timing</h2>", html_table(timing)]
-    if metrics.rows:
-        body += ["<h2>Other metrics per case</h2>", html_table(metrics)]
-    body.append('<h2 class="bad">Cases that did not finish ok</h2>')
-    body.append(html_table(problems) if problems.rows else "<p>None.</p>")
-    if warns.rows:
-        body += ["<h2>Measurement warnings</h2>", html_table(warns)]
-    body += ["<h2>Environment</h2>", html_table(env)]
-    if goals.rows:
-        body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(_GOALS_NOTE)}</p>",
-                 html_table(goals)]
-    return html_page(f"snnbench report {run.run_id}", "".join(body))

@@ -434,3 +434,37 @@ def load_config(path: Path) -> RunConfig:
             "(leave out --config for the default sweep)"
         )
     return RunConfig.from_dict(raw, source=str(path))
+
+
+def builtin_configs() -> tuple[str, ...]:
+    """Names of the configs shipped as package data (``configs/*.toml``), ``default`` first."""
+    from importlib.resources import files
+
+    names = [p.name.removesuffix(".toml") for p in files("snnbench.configs").iterdir()
+             if p.name.endswith(".toml")]
+    return tuple(sorted(names, key=lambda name: (name != "default", name)))
+
+
+#: the shipped configs, by the name ``--config`` takes
+BUILTIN_CONFIGS = builtin_configs()
+
+
+def config_path(name_or_path: str) -> Path:
+    """A config file path. A shipped config's bare name (``default``) always means the shipped
+    one, even when the current folder holds a file of that name: what a command does must not
+    depend on where it runs. Such a file is named as a path (``./default``)."""
+    if name_or_path in BUILTIN_CONFIGS:
+        from importlib.resources import files
+
+        return Path(str(files("snnbench.configs").joinpath(f"{name_or_path}.toml")))
+    return Path(name_or_path)
+
+
+def build_config(
+    config: str | None,
+    run_overrides: dict[str, Any],
+    network_overrides: dict[str, list[Any]],
+) -> RunConfig:
+    """Load ``config`` (default: the packaged default sweep) and apply overrides."""
+    base = load_config(config_path(config or "default"))
+    return base.with_overrides(run_overrides, network_overrides)

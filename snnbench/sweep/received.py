@@ -19,30 +19,55 @@ before anything is written or run.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
+from snnbench.errors import UserError
 from snnbench.executors import ExecutorSettings
 from snnbench.executors.plugins import recorded_commands
 from snnbench.host.libenv import Base, BuildSettings, EnvironmentRequest, cached, default_cache_dir
 from snnbench.records.fileio import StorageError
+from snnbench.store.rundir import RunFolder
 from snnbench.sweep.plan import Plan
 
 #: how every refusal ends: what to do instead
 _TRUST = "a received folder runs no code: --trust-folder if you wrote this folder"
 
 
-def refuse_recorded_commands(settings: ExecutorSettings, folder: Path) -> None:
+#: the executor options that name text or code to run (:func:`recorded_commands`), each with
+#: the value that runs nothing
+COMMAND_OPTIONS = {"slurm.setup": (), "slurm.image": "", "slurm.container_args": (),
+                   "ray.address": ""}
+
+
+def refuse_recorded_commands(settings: ExecutorSettings, folder: Path,
+                             given: Iterable[str] = ()) -> None:
     """Refuse to resume with a manifest's executor that would run what the folder names.
 
-    Its setup lines run only when the user gives them again, or says ``--trust-folder``.
+    Its setup lines run only when the user gives them again (``given``: the executor options
+    given now, as :meth:`ExecutorSettings.with_overrides` takes them), or says
+    ``--trust-folder``.
     """
-    found = recorded_commands(settings)
+    # what the user gives again is theirs; what only the manifest names is not
+    given = set(given)
+    stripped = settings.with_overrides({k: v for k, v in COMMAND_OPTIONS.items() if k in given})
+    found = recorded_commands(stripped)
     if found:
         raise StorageError(
             f"{folder}/manifest.json asks to run {', '.join(found)} with the "
             f"{settings.name} executor; a received folder runs no code: give the executor "
             "options again (e.g. --executor local), or --trust-folder if you wrote this folder"
         )
+
+
+def recorded_executor(folder: Path) -> ExecutorSettings:
+    """The ``[executor]`` a run folder's manifest records; the default one when it cannot be
+    read (resuming reports a missing or damaged manifest by itself)."""
+    try:
+        manifest = RunFolder(folder).manifest_data()
+        return ExecutorSettings.from_dict(manifest["config"].get("executor"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UserError):
+        return ExecutorSettings()
 
 
 def refuse_recorded_environments(plan: Plan, folder: Path) -> None:

@@ -1,0 +1,116 @@
+"""``md``: GitHub-flavoured Markdown, for a README, a PR comment or
+``$GITHUB_STEP_SUMMARY``: a run's table (as a page of its own, with a heading and who is
+fastest above it), a comparison's verdict and pairs, a report page linking its plots."""
+
+from __future__ import annotations
+
+from snnbench.gate.compare_output import (
+    QUIET_MARKS,
+    counts_text,
+    geomean_line,
+    pairs_table,
+    rule_line,
+)
+from snnbench.gate.verdict import Comparison
+from snnbench.render import Table
+from snnbench.render.formats import markdown
+from snnbench.report.export.base import (
+    GOALS_NOTE,
+    HEADLINE_NOTE,
+    PIVOT_NOTE,
+    Exporter,
+    ReportPage,
+    RunResult,
+)
+from snnbench.report.ranking import rank_run
+from snnbench.report.tables import HEADERS, case_rows
+from snnbench.report.views import answer_lines
+
+
+class Markdown(Exporter):
+    """Markdown text, tables as pipe tables."""
+
+    name = "md"
+    suffix = "md"
+
+    def run(self, result: RunResult) -> str:
+        run = result.run
+        table = markdown(Table(list(HEADERS), [list(r) for r in case_rows(run.summary)]))
+        if not result.page:
+            return table + "\n"
+        lines = answer_lines(rank_run(run))
+        answer = "".join([f"{lines[0]}\n\n", *(f"- {line.strip()}\n" for line in lines[1:]),
+                          "\n"]) if lines else ""
+        return f"# snnbench run {run.run_id}\n\n{answer}{table}\n"
+
+    def comparison(self, result: Comparison) -> str:
+        return comparison_markdown(result) + "\n"
+
+    def report(self, result: ReportPage) -> str:
+        return report_markdown(result)
+
+
+def comparison_markdown(cmp: Comparison) -> str:
+    """Markdown for a PR comment or ``$GITHUB_STEP_SUMMARY``: verdict, warnings, the pairs
+    that matter, and the unchanged ones folded in a ``<details>`` block."""
+    icon = {"pass": "✅", "fail": "❌", "inconclusive": "❔", "nothing comparable": "⚠️"}[
+        cmp.state]
+    b_env, c_env = (f" (`{e}`)" for e in cmp.environments) if cmp.environments else ("", "")
+    lines = [
+        "## snnbench compare",
+        "",
+        f"{icon} **{cmp.verdict}**",
+        "",
+        f"Baseline `{cmp.baseline_run_id}`{b_env} → candidate `{cmp.candidate_run_id}`{c_env}. "
+        + counts_text(cmp) + ".",
+        "",
+        geomean_line(cmp),
+        "",
+        rule_line(cmp),
+        "",
+    ]
+    if cmp.warnings:
+        lines += ["**Warnings**", ""] + [f"- {w}" for w in cmp.warnings] + [""]
+    shown = [p for p in cmp.pairs if p.mark not in QUIET_MARKS]
+    if shown:
+        lines += [markdown(pairs_table(shown)), ""]
+    rest = [p for p in cmp.pairs if p.mark in QUIET_MARKS]
+    if rest:
+        lines += [f"<details><summary>{len(rest)} unchanged or informational pairs</summary>",
+                  "", markdown(pairs_table(rest)), "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def report_markdown(page: ReportPage) -> str:
+    """``report.md``: the report page, its plots linked relative to the page's folder."""
+    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
+    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
+    goals, overhead, out = page.goals, page.overhead, page.out
+    parts = [f"# snnbench report: {run.run_id}", "",
+             *(f"> **{line}**\n" for line in page.alerts),
+             "## How far to trust this report", "",
+             *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust), "",
+             f"Cases: {status_line}.", "",
+             *(f"{line}  " for line in overhead), ""]
+    if page.headline.rows:
+        parts += ["## Fastest at each n", "", HEADLINE_NOTE, "", markdown(page.headline), ""]
+    if not sections:
+        parts += ["No case finished ok: there is nothing to plot.", ""]
+    for title, images, pivot in sections:
+        parts += [f"## {title}", ""]
+        if pivot.rows:
+            parts += [PIVOT_NOTE, "", markdown(pivot), ""]
+        for caption, path in images:
+            parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
+    parts += ["## Timing", "", markdown(timing), ""]
+    if metrics.rows:
+        parts += ["## Other metrics per case", "", markdown(metrics), ""]
+    parts += ["## Cases that did not finish ok", ""]
+    parts += [markdown(problems) if problems.rows else "None.", ""]
+    if warns.rows:
+        parts += ["## Measurement warnings", "", markdown(warns), ""]
+    parts += ["## Environment", "", markdown(env), ""]
+    if goals.rows:
+        parts += ["## Fused backend against its targets", "", GOALS_NOTE, "",
+                  markdown(goals), ""]
+    return "\n".join(parts)
