@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, get_args
 
 from snnbench.metrics import UNITS
 from snnbench.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
-from snnbench.workload import row_workload_class
+from snnbench.workload import DEFAULT_KIND, Workload, row_workload_class, workload_class
 
 SCHEMA_VERSION: Final = 1
 
@@ -306,6 +306,15 @@ def _network_of(row: Any) -> str:
     except (KeyError, IndexError):
         return ""
     return str(value) if isinstance(value, str) else ""
+
+
+def rows_workload(rows: Any) -> type[Workload]:
+    """The workload class of a table's rows (a DataFrame, read by its first row's ``kind``;
+    :data:`~snnbench.workload.DEFAULT_KIND` when it has none): what says which column is
+    the size, and how a size, a case and a group read."""
+    if len(rows) == 0:
+        return workload_class(DEFAULT_KIND)
+    return row_workload_class(rows.iloc[0])
 
 
 def group_title(row: Any) -> str:

@@ -46,8 +46,18 @@ class Workload(ABC):
     version: ClassVar[int] = 1
     #: the parameter on the x axis of a scaling plot (``neurons``)
     size_param: ClassVar[str] = ""
+    #: the words under that axis (``neurons (n)``)
+    size_axis: ClassVar[str] = ""
+    #: the size's short name, a table's column header (``n``)
+    size_symbol: ClassVar[str] = ""
+    #: the parameter that stacks the network deeper (``layers``; "" for a kind without one):
+    #: the x axis of the time-per-layer plot
+    depth_param: ClassVar[str] = ""
     #: the parameters shown as table columns, in their order
     columns: ClassVar[tuple[str, ...]] = ()
+    #: the first of :attr:`columns`, that the summary's key lists beside the device (the
+    #: case's size in words); the others are the network beyond it
+    key_columns: ClassVar[tuple[str, ...]] = ()
     #: how a case reads in words, from its table row: (column, format) in order, joined by
     #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -103,15 +113,38 @@ class Workload(ABC):
         return " ".join(_parts(row, cls.label_parts, columns))
 
     @classmethod
-    def group_label(cls, row: Any) -> str:
+    def group_label(cls, row: Any, without: Iterable[str] = ()) -> str:
         """The group of cases of ``row`` bar their size, e.g. ``cpu, float32, B=16, T=100,
-        layers=1, reset=zero``."""
-        return ", ".join(_parts(row, cls.group_parts, None))
+        layers=1, reset=zero`` (less the parameters ``without``)."""
+        left = set(without)
+        return ", ".join(_parts(row, tuple(p for p in cls.group_parts if p[0] not in left),
+                                None))
+
+    @classmethod
+    def group_slug(cls, row: Any, without: Iterable[str] = ()) -> str:
+        """The group of ``row`` as a file-name part: :attr:`label_parts` bar the size (and
+        ``without``), without their ``=``, joined by ``-`` (``cpu-float32-B16-T100-L1-zero``)."""
+        left = {cls.size_param, *without}
+        parts = tuple((column, fmt.replace("=", "")) for column, fmt in cls.label_parts
+                      if column not in left)
+        return "-".join(_parts(row, parts, None))
+
+    @classmethod
+    def size_text(cls, value: Any) -> str:
+        """A size in words, as the label writes it (``n=64`` for 64 or 64.0): the format
+        :attr:`label_parts` gives :attr:`size_param`, else ``<size_param>=<value>``."""
+        fmt = dict(cls.label_parts).get(cls.size_param, f"{cls.size_param}={{}}")
+        return fmt.format(_value_text(value))
 
     @property
     def size(self) -> Any:
         """The value of :attr:`size_param`."""
         return self.params()[self.size_param]
+
+    @property
+    def size_label(self) -> str:
+        """This case's size in words (``n=64``): what a progress line names it by."""
+        return self.size_text(self.size)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"kind": ..., **params}``: the tagged form a job or a record could hold whole."""

@@ -58,7 +58,11 @@ class LinearLif(Workload):
     kind: ClassVar[str] = KIND
     version: ClassVar[int] = 1
     size_param: ClassVar[str] = "neurons"
+    size_axis: ClassVar[str] = "neurons (n)"
+    depth_param: ClassVar[str] = "layers"
+    size_symbol: ClassVar[str] = "n"
     columns: ClassVar[tuple[str, ...]] = (*SIZE_COLUMNS, *NETWORK_COLUMNS)
+    key_columns: ClassVar[tuple[str, ...]] = SIZE_COLUMNS
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
         ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
         ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
