@@ -80,8 +80,8 @@ def run_verification(
         for index, task in enumerate(tasks, start=1):
             if console is not None:
                 label = adapter_label(task.adapter, task.variant, task.environment.name)
-                console.print(f"  [{index}/{len(tasks)}] {label} "
-                              f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
+                console.print(f"  [{index}/{len(tasks)}] {label} {task.workload.label}",
+                              highlight=False)
             record = _check(task, config, entries, request, largest, tmp)
             if record.status == "error" and record.message.startswith(DUMP_NOT_WRITTEN):
                 # the disk's failure, not the adapter's: said as such (exit 2), never as a

@@ -135,21 +135,10 @@ def _spikes(record: dict[str, Any]) -> str:
 
 
 def case_title(record: dict[str, Any]) -> str:
-    """A case in words: ``n=128 B=16 T=100 float32 reset=zero cpu``, and the rest of the
-    network when the run says it (runs before those columns leave them blank)."""
-    dtype = record["dtype"]
-    if record["matmul_precision"] not in ("", "strict"):
-        dtype += f" {record['matmul_precision']}"
-    label = (f"n={record['n']} B={record['batch_size']} T={record['time_steps']} {dtype} "
-             f"reset={record['reset']} {record['device']}")
-    if record["surrogate"]:
-        slope = record["surrogate_slope"]
-        flags = {key: ("" if record[key] is None else str(record[key]).lower())
-                 for key in ("detach_reset", "bias")}
-        label += (f" {record['surrogate']}(slope {'' if slope is None else f'{slope:g}'}) "
-                  f"detach_reset={flags['detach_reset']} bias={flags['bias']} "
-                  f"input={record['input_kind']}")
-    return label
+    """A case in words, as every table, plot and series names it
+    (:func:`snnbench.schema.case_text`: the workload's label, with the network fields that
+    vary in the run): ``cpu float32 n=128 B=16 T=100 L=1 zero · surrogate=atan``."""
+    return str(record["case"])
 
 
 def _run_cells(record: dict[str, Any], best: float | None) -> list[str]:

@@ -21,7 +21,7 @@ from snnbench.planning.selection import select_adapters
 from snnbench.plugin import Adapter
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
-from snnbench.workload import LinearLif
+from snnbench.workload import DEFAULT_KIND, LinearLif, Workload, workload_class
 
 #: the adapter a sweep over every library runs first in each case (plain PyTorch)
 BASELINE_ADAPTER = "torch"
@@ -42,6 +42,12 @@ class Task:
     def key(self) -> str:
         return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
                         self.environment.name)
+
+    @property
+    def workload(self) -> Workload:
+        """What the case computes: its spec as a workload (a config plans ``linear-lif``
+        networks, the default kind), whose label and size name it in progress lines."""
+        return workload_class(DEFAULT_KIND).from_stored(self.spec)
 
 
 def resolve_device(device: str) -> str:
