@@ -55,6 +55,7 @@ from snnbench.fileio import (
 from snnbench.manifest import Manifest, upgraded
 from snnbench.overhead import PROBES
 from snnbench.schema import (
+    CASE_INT_COLUMNS,
     CASE_KEY,
     CASES_DIR,
     HOSTS_DIR,
@@ -63,6 +64,8 @@ from snnbench.schema import (
     MANIFEST_FILE,
     NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
+    SAMPLE_INT_COLUMNS,
+    SAMPLE_TEXT_COLUMNS,
     SAMPLES_PARQUET,
     SCHEMA_VERSION,
     SUMMARY_COLUMNS,
@@ -72,15 +75,15 @@ from snnbench.schema import (
     SUMMARY_PARQUET,
     SUMMARY_TEXT_COLUMNS,
 )
-from snnbench.spec import NetworkSpec
 from snnbench.storage import (
     Run as Run,  # long imported from here
     label_networks,
     samples_frame,
-    spec_network_columns,
     summary_frame,
     with_added_columns as with_added_columns,  # long imported from here
+    workload_network_columns,
 )
+from snnbench.workload import workload_from_dict
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
@@ -479,7 +482,8 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
             data = json.loads(path.read_text(encoding="utf-8"))
             case_id = str(data["case_id"])
             if case_id in wanted and case_id not in specs:
-                specs[case_id] = spec_network_columns(NetworkSpec.from_dict(data["spec"]))
+                specs[case_id] = workload_network_columns(
+                    workload_from_dict(data["spec"], data.get("kind")))
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
     if not specs:
@@ -497,13 +501,12 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
 
 
 #: the numbers of a case: every row has them (a failed case too), whole and positive
-_CASE_SIZES = ("neurons", "batch_size", "time_steps", "layers")
+_CASE_SIZES = CASE_INT_COLUMNS
 #: what one timed row of the summary is: one case (its key, its spec's hash and the network
 #: fields beyond the key), phase and metric; a failed case may have several rows (one per
 #: distinct failure), without a phase
-_ROW_IDENTITY = tuple(dict.fromkeys((
-    *CASE_KEY, "case_id", "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind",
-    "matmul_precision", "phase", "metric")))
+_ROW_IDENTITY = tuple(dict.fromkeys((*CASE_KEY, "case_id", *NETWORK_COLUMNS, "phase",
+                                     "metric")))
 
 
 def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) -> None:
@@ -620,10 +623,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
         sample_frame = sample_frame.copy()
         _normalise(
             sample_frame,
-            ("neurons", "batch_size", "time_steps", "layers", "sample_index", "value",
-             "replicate"),
-            ("run_id", "adapter", "variant", "case_id", "device", "dtype", "reset", "phase",
-             "metric", "unit", "environment"),
+            (*SAMPLE_INT_COLUMNS, "value"),
+            SAMPLE_TEXT_COLUMNS,
         )
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 

@@ -58,6 +58,12 @@ class Workload(ABC):
     #: the first of :attr:`columns`, that the summary's key lists beside the device (the
     #: case's size in words); the others are the network beyond it
     key_columns: ClassVar[tuple[str, ...]] = ()
+    #: the columns holding integers, and those holding floats; the others hold text
+    int_columns: ClassVar[tuple[str, ...]] = ()
+    float_columns: ClassVar[tuple[str, ...]] = ()
+    #: how a column beyond :attr:`key_columns` reads in a label when it varies between the
+    #: cases read together (``surrogate={}``), in :attr:`columns` order
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: how a case reads in words, from its table row: (column, format) in order, joined by
     #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -135,6 +141,27 @@ class Workload(ABC):
         :attr:`label_parts` gives :attr:`size_param`, else ``<size_param>=<value>``."""
         fmt = dict(cls.label_parts).get(cls.size_param, f"{cls.size_param}={{}}")
         return fmt.format(_value_text(value))
+
+    @classmethod
+    def network_columns(cls) -> tuple[str, ...]:
+        """:attr:`columns` beyond :attr:`key_columns`: the rest of the network."""
+        return tuple(c for c in cls.columns if c not in cls.key_columns)
+
+    @classmethod
+    def cells(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The table cells of ``params``, one per :attr:`columns`: a number of
+        :attr:`int_columns` or :attr:`float_columns` as it is, a flag as "true"/"false",
+        anything else as text ("" is how a run that did not say reads)."""
+        out: dict[str, Any] = {}
+        for column in cls.columns:
+            value = params[column]
+            if column in cls.int_columns or column in cls.float_columns:
+                out[column] = value
+            elif isinstance(value, bool):
+                out[column] = str(value).lower()
+            else:
+                out[column] = str(value)
+        return out
 
     @property
     def size(self) -> Any:

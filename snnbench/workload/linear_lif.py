@@ -63,6 +63,16 @@ class LinearLif(Workload):
     size_symbol: ClassVar[str] = "n"
     columns: ClassVar[tuple[str, ...]] = (*SIZE_COLUMNS, *NETWORK_COLUMNS)
     key_columns: ClassVar[tuple[str, ...]] = SIZE_COLUMNS
+    int_columns: ClassVar[tuple[str, ...]] = ("neurons", "batch_size", "time_steps", "layers")
+    float_columns: ClassVar[tuple[str, ...]] = (
+        "surrogate_slope", "beta", "threshold", "input_std", "input_rate")
+    #: the matmul precision reads by its value alone (``amp-bf16``)
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("surrogate", "surrogate={}"), ("surrogate_slope", "slope={}"),
+        ("detach_reset", "detach_reset={}"), ("bias", "bias={}"), ("input_kind", "input={}"),
+        ("matmul_precision", "{}"), ("beta", "beta={}"), ("threshold", "threshold={}"),
+        ("input_std", "input_std={}"), ("input_rate", "input_rate={}"), ("seed", "seed={}"),
+    )
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
         ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
         ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
