@@ -56,6 +56,8 @@ _WORKLOAD: Final[type[Workload]] = workload_class(DEFAULT_KIND)
 #: the case's device and its size in words (the workload's key columns: for Linear+LIF the
 #: dtype, its numbers and the reset): the run folder's tables list them in this order
 _CASE_SIZE: Final[tuple[str, ...]] = ("device", *_WORKLOAD.key_columns)
+#: the same, for readers that group by it
+CASE_SIZE: Final[tuple[str, ...]] = _CASE_SIZE
 
 #: the workload's parameters beyond the size block: with :data:`_CASE_SIZE` (less the device)
 #: they are every parameter, each a column of the summary ("" or NaN where a run did not say)

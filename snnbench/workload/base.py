@@ -64,6 +64,11 @@ class Workload(ABC):
     #: how a column beyond :attr:`key_columns` reads in a label when it varies between the
     #: cases read together (``surrogate={}``), in :attr:`columns` order
     network_formats: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the parameters the wide table of a run (``show``) lists after the dtype, with their
+    #: headers: ``(("neurons", "n"), ("batch_size", "B"), ...)``
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the parameters ``verify``'s table lists, with their headers (``reset``, ``n``...)
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: how a case reads in words, from its table row: (column, format) in order, joined by
     #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -163,6 +168,33 @@ class Workload(ABC):
                 out[column] = str(value)
         return out
 
+    @staticmethod
+    def cell_text(value: Any) -> str:
+        """A table cell as the tables write it: ``64`` for 64.0, ``0.5``, "" for a missing
+        value."""
+        return _value_text(value)
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The parameters of a summary row as typed JSON (``show --format json``): by
+        default every column, a number as a number and None where absent."""
+        out: dict[str, Any] = {}
+        for column in cls.columns:
+            value = row[column]
+            if column in cls.int_columns:
+                out[column] = json_int(value)
+            elif column in cls.float_columns:
+                out[column] = json_float(value)
+            else:
+                out[column] = str(value)
+        return out
+
+    def verify_cells(self) -> tuple[str, ...]:
+        """This case's cells under :attr:`verify_columns`: a flag as yes/no, a float as
+        ``4`` or ``0.5``, anything else as text."""
+        params = self.params()
+        return tuple(_check_text(params[column]) for column, _ in self.verify_columns)
+
     @property
     def size(self) -> Any:
         """The value of :attr:`size_param`."""
@@ -189,6 +221,34 @@ def _value_text(value: Any) -> str:
     if isinstance(value, Integral) and not isinstance(value, bool):
         return str(int(value))
     return str(value)
+
+
+def _check_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def json_float(value: Any) -> float | None:
+    """A finite float, else None (JSON's null)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def json_int(value: Any) -> int | None:
+    """A whole number, else None (JSON's null)."""
+    number = json_float(value)
+    return int(number) if number is not None else None
+
+
+def json_flag(value: Any) -> bool | None:
+    """"true"/"false" (as a summary keeps a flag) → a bool; "" → None."""
+    return {"true": True, "false": False}.get(str(value).strip().lower())
 
 
 def _parts(row: Any, parts: tuple[tuple[str, str], ...],

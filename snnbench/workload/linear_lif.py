@@ -27,7 +27,15 @@ from snnbench.spec import (
     make_case_data,
 )
 from snnbench.synops import firing_rate, synops_per_step
-from snnbench.workload.base import Knobs, Workload, WorkloadError, register
+from snnbench.workload.base import (
+    Knobs,
+    Workload,
+    WorkloadError,
+    json_flag,
+    json_float,
+    json_int,
+    register,
+)
 
 KIND = "linear-lif"
 
@@ -73,6 +81,16 @@ class LinearLif(Workload):
         ("matmul_precision", "{}"), ("beta", "beta={}"), ("threshold", "threshold={}"),
         ("input_std", "input_std={}"), ("input_rate", "input_rate={}"), ("seed", "seed={}"),
     )
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("neurons", "n"), ("batch_size", "B"), ("time_steps", "T"), ("reset", "reset"),
+        ("surrogate", "surrogate"), ("surrogate_slope", "slope"),
+        ("detach_reset", "detach reset"), ("bias", "bias"), ("input_kind", "input"),
+    )
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("reset", "reset"), ("detach_reset", "detach"), ("neurons", "n"), ("time_steps", "T"),
+        ("batch_size", "B"), ("layers", "L"), ("dtype", "dtype"), ("surrogate", "surrogate"),
+        ("surrogate_slope", "slope"), ("bias", "bias"), ("input_kind", "input"),
+    )
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
         ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
         ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
@@ -102,6 +120,21 @@ class LinearLif(Workload):
     def params(self) -> dict[str, Any]:
         """Every field of the spec (the ``spec`` of a job and a record)."""
         return self.spec.to_dict()
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The network of a summary row as ``show --format json`` writes it (its schema,
+        ``snnbench/schemas/show.schema.json``, a public contract): the neuron count as
+        ``n``, the numbers as numbers, the flags as booleans, None where the run did not say
+        (the dtype and matmul precision are written beside, as every kind has them)."""
+        return {
+            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
+            "time_steps": json_int(row["time_steps"]), "layers": json_int(row["layers"]),
+            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
+            "surrogate_slope": json_float(row["surrogate_slope"]),
+            "detach_reset": json_flag(row["detach_reset"]), "bias": json_flag(row["bias"]),
+            "input_kind": str(row["input_kind"]),
+        }
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LinearLif:
