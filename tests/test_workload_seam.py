@@ -2,11 +2,14 @@
 the workload, never from Linear+LIF's fields.
 
 A toy kind whose size is ``width`` goes through the scaling plot and the report's tables: if
-a reader still said ``neurons`` it would fail on these rows, which have no such column.
+a reader still said ``neurons`` it would fail on these rows, which have no such column. And a
+scan of the package's source (its syntax trees) lists every module outside the workload that
+still names a Linear+LIF field, against an explicit list of what may stay.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any, ClassVar
 import pandas as pd
 import pytest
 
+import snnbench
 from snnbench import plots, report, schema, speedups
 from snnbench.workload import Workload, base
 
@@ -131,3 +135,116 @@ def test_the_depth_plot_and_group_words_come_from_the_workload(
     assert Toy.group_slug(rows.iloc[0]) == "cpu-S1"
     assert schema.case_text(rows.iloc[0]) == "cpu w=8 S=1"
     assert Toy(width=8).size_label == "w=8"
+
+
+# -- no module outside the workload names a Linear+LIF field (issue 34, "Done when") ---------
+
+PACKAGE = Path(snnbench.__file__).parent
+
+#: the Linear+LIF network's own fields. Not in it, on purpose: ``batch_size``, ``time_steps``,
+#: ``dtype``, ``matmul_precision`` and ``seed``, which any spiking workload is run with (B
+#: samples over T steps, in a dtype and a matmul precision, from a seed): a NIR graph has them
+#: too, and the harness may name them.
+LINEAR_LIF_FIELDS = frozenset({
+    "neurons", "layers", "reset", "surrogate", "surrogate_slope", "detach_reset", "bias",
+    "input_kind", "input_std", "input_rate", "beta", "threshold",
+})
+
+#: where the fields belong: the workload, the adapters that build it, the fused kernel, the
+#: adapter API (which hands the spec to plugins), and the Linear+LIF internals that move into
+#: ``snnbench/workload/linear_lif/`` with the regrouping (spec, neuron, reference, synops)
+HOME = ("workload/", "adapters/", "fused/", "adapter.py", "adapter_shim.py", "plugin.py",
+        "api.py", "spec.py", "neuron.py", "reference.py", "synops.py")
+
+_FLAGS = ("neurons", "layers", "reset", "detach_reset", "surrogate", "surrogate_slope", "bias",
+          "input_kind")
+
+#: (module, field) → why it stays. A module of the CLI is named ``cli`` whether it is
+#: ``cli.py`` or a module of a ``cli/`` package.
+ALLOWED: dict[tuple[str, str], str] = {
+    # the CLI's network flags: run's --neurons/--layers/--reset/--detach-reset become the
+    # config's network overrides, verify's flags its request (the CLI names the network's
+    # knobs; the library takes them as plain overrides)
+    **{("cli", f): "the CLI's network flags" for f in _FLAGS},
+    # verify's network flags, checked and held as one request, and turned into the sweep
+    # verify runs (its --reset/--detach-reset/--neurons choose cases; --dump names a file by
+    # its reset): the CLI's network flags, one step down
+    **{("verify_request.py", f): "verify's network flags, validated"
+       for f in ("layers", "detach_reset", "surrogate", "surrogate_slope", "bias",
+                 "input_kind")},
+    **{("verify_cmd.py", f): "verify's --neurons/--reset/--detach-reset applied"
+       for f in ("neurons", "reset", "detach_reset")},
+    # the gate's rule is called "threshold" (memory against mem_threshold): not the neuron's
+    ("metrics.py", "threshold"): "the gate's threshold rule",
+    ("compare.py", "threshold"): "the gate's threshold rule",
+    ("compare_output.py", "threshold"): "the gate's threshold rule",
+    # the equivalence check still keeps the reference's per-layer arrays (its cache under
+    # .references/ and verify --dump's files): they go behind Workload.reference next
+    ("verify.py", "neurons"): "the kept reference's array shapes",
+    ("verify.py", "layers"): "the kept reference's per-layer arrays",
+    ("verify.py", "bias"): "verify --dump's array names (a public file format)",
+    # the GPU floor's work model is the canonical network's (2·n² per sample, step and layer);
+    # roofline sits below the workload tier, so it reads the row's columns
+    ("roofline.py", "neurons"): "the GPU floor's work model",
+    ("roofline.py", "layers"): "the GPU floor's work model",
+}
+
+
+def _module_key(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).as_posix()
+    return "cli" if rel == "cli.py" or rel.startswith("cli/") else rel
+
+
+def _names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, field) of every Linear+LIF field ``tree`` names: an attribute read (``spec.bias``;
+    a method call such as ``meter.reset()`` is not a field), a string constant
+    (``row["neurons"]``) or a keyword argument (``replace(layers=2)``)."""
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in LINEAR_LIF_FIELDS
+                and id(node) not in called):
+            found.append((node.lineno, node.attr))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and node.value in LINEAR_LIF_FIELDS):
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.keyword) and node.arg in LINEAR_LIF_FIELDS:
+            found.append((node.lineno, node.arg))
+    return found
+
+
+def _outside_home() -> dict[tuple[str, str], list[str]]:
+    """(module, field) → the places it is named, for every module outside :data:`HOME`."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if any(rel == home or rel.startswith(home) for home in HOME):
+            continue
+        for line, name in _names(ast.parse(path.read_text(encoding="utf-8"))):
+            out.setdefault((_module_key(path), name), []).append(f"snnbench/{rel}:{line}")
+    return out
+
+
+def test_the_scanner_finds_each_way_of_naming_a_field() -> None:
+    code = ("row['neurons']; spec.bias; x.replace(layers=2); probe.reset(); row['batch_size']; "
+            "f'n={n}'")
+    assert sorted(name for _, name in _names(ast.parse(code))) == ["bias", "layers", "neurons"]
+
+
+def test_no_module_outside_the_workload_names_a_linear_lif_field() -> None:
+    found = _outside_home()
+    offenders = sorted(f"{name} in {', '.join(places)}"
+                       for key, places in found.items() if key not in ALLOWED
+                       for name in [key[1]])
+    assert not offenders, ("Linear+LIF fields named outside the workload (take them from the "
+                           "workload's columns, label, size or cells instead):\n  "
+                           + "\n  ".join(offenders))
+
+
+def test_every_allowed_exception_is_still_needed() -> None:
+    """An entry of :data:`ALLOWED` that no module needs any more is removed, so the list says
+    what is left to move, and no more."""
+    found = _outside_home()
+    stale = sorted(f"{module}: {name}" for module, name in ALLOWED
+                   if (module, name) not in found)
+    assert not stale, "allowed but no longer named; remove from ALLOWED: " + ", ".join(stale)
