@@ -31,7 +31,7 @@ Pure functions over a summary table; the summary writer and reader call :func:`a
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -192,9 +192,16 @@ class Roofline:
         return 0 < self.seconds < self.floor_s
 
 
-def row_roofline(row: Mapping[str, object], gpu_name: str) -> Roofline | None:
+#: the least work of one timed summary row's phase, or None where its workload has no model:
+#: the workload says (:meth:`snnbench.workload.Workload.row_work`; this module sits below it)
+WorkOf = Callable[[Mapping[str, object]], "Work | None"]
+
+
+def row_roofline(row: Mapping[str, object], gpu_name: str, work_of: WorkOf
+                 ) -> Roofline | None:
     """The roofline of one summary row (a ``time_s`` row of a timed phase on a GPU of a listed
-    model, with a positive median), else None."""
+    model, with a positive median, whose workload counts its work: ``work_of``), else
+    None."""
     if str(row.get("metric")) != "time_s" or str(row.get("phase")) not in _TIMED:
         return None
     if not str(row.get("device", "")).startswith("cuda"):
@@ -204,11 +211,10 @@ def row_roofline(row: Mapping[str, object], gpu_name: str) -> Roofline | None:
     if peak is None or not seconds > 0:
         return None
     try:
-        work = phase_work(str(row["phase"]), int(_number(row.get("neurons"))),
-                          int(_number(row.get("batch_size"))),
-                          int(_number(row.get("time_steps"))),
-                          int(_number(row.get("layers"))), str(row.get("dtype", "float32")))
-    except (ValueError, OverflowError):
+        work = work_of(row)
+    except (ValueError, OverflowError, KeyError, TypeError):
+        return None
+    if work is None:
         return None
     precision = peak_precision(str(row.get("dtype", "float32")),
                                str(row.get("matmul_precision", "strict") or "strict"))
@@ -242,9 +248,10 @@ def gpu_models(manifest: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
-def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str],
+def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str], work_of: WorkOf,
              probes: Collection[str] = ()) -> pd.DataFrame:
-    """``summary`` with the :data:`ROOFLINE_COLUMNS` filled for every row that has a roofline.
+    """``summary`` with the :data:`ROOFLINE_COLUMNS` filled for every row that has a roofline
+    (``work_of``: the least work of a row, :data:`WorkOf`).
 
     ``gpu_by_host``: the GPU model name of each host (``hosts/<host>.json``); a row whose host
     is not listed takes the only model when the run saw one, else gets no roofline.
@@ -260,7 +267,7 @@ def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str],
         if str(row.get("adapter")) in probes:
             continue
         gpu = gpu_by_host.get(str(row.get("host", "")), only)
-        line = row_roofline({str(k): v for k, v in row.items()}, gpu) if gpu else None
+        line = row_roofline({str(k): v for k, v in row.items()}, gpu, work_of) if gpu else None
         if line is None:
             continue
         frame.at[index, "flops"] = line.work.flops

@@ -83,12 +83,17 @@ from snnbench.storage import (
     with_added_columns as with_added_columns,  # long imported from here
     workload_network_columns,
 )
-from snnbench.workload import workload_from_dict
+from snnbench.workload import row_workload_class, workload_from_dict
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
 #: summary columns that hold text; missing values become "" so comparisons and joins are plain
 _TEXT_SUMMARY = SUMMARY_TEXT_COLUMNS
+
+
+def row_work(row: Mapping[str, object]) -> roofline.Work | None:
+    """The least work of a summary row, as its workload counts it (the GPU floor)."""
+    return row_workload_class(row).row_work(row)
 
 
 #: present while the tables may lag the case records: written before a sweep writes its first
@@ -395,7 +400,7 @@ class RunFolder:
         """The summary (and, with ``samples``, the samples table) the case records make, in
         memory: what :meth:`rebuild_tables` writes."""
         records = self.case_records() if records is None else records
-        summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(),
+        summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(), row_work,
                                     PROBES)
         return summary, (samples_frame(records, run_id) if samples else None)
 
@@ -612,7 +617,7 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
                                  for v in summary["allow_mismatch"]]
     summary = label_networks([_with_network_columns(summary, root / CASES_DIR)])[0]
     # computed anew on every read: an older folder gets the columns, a corrected peak applies
-    summary = roofline.annotate(summary, roofline.gpu_models(manifest), PROBES)
+    summary = roofline.annotate(summary, roofline.gpu_models(manifest), row_work, PROBES)
 
     sample_frame: pd.DataFrame | None = None
     if raw_samples is not None:

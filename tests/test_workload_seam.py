@@ -183,10 +183,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("verify.py", "neurons"): "the kept reference's array shapes",
     ("verify.py", "layers"): "the kept reference's per-layer arrays",
     ("verify.py", "bias"): "verify --dump's array names (a public file format)",
-    # the GPU floor's work model is the canonical network's (2·n² per sample, step and layer);
-    # roofline sits below the workload tier, so it reads the row's columns
-    ("roofline.py", "neurons"): "the GPU floor's work model",
-    ("roofline.py", "layers"): "the GPU floor's work model",
 }
 
 

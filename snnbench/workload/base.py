@@ -23,6 +23,7 @@ from numbers import Integral
 from typing import Any, ClassVar
 
 from snnbench.errors import UserError, shown
+from snnbench.roofline import Work
 
 #: the kind of a job or record that names none (everything written before kinds existed)
 DEFAULT_KIND = "linear-lif"
@@ -173,6 +174,13 @@ class Workload(ABC):
         """A table cell as the tables write it: ``64`` for 64.0, ``0.5``, "" for a missing
         value."""
         return _value_text(value)
+
+    @classmethod
+    def row_work(cls, row: Mapping[str, object]) -> Work | None:
+        """The least work one iteration of a timed summary row's phase must do (dense FLOPs,
+        bytes moved), against which a GPU row's time is judged possible
+        (:mod:`snnbench.roofline`); None: this kind has no model (no roofline)."""
+        return None
 
     @classmethod
     def typed_params(cls, row: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from snnbench.reference import ReferenceResult, round_to_dtype, run_reference
+from snnbench.roofline import Work, phase_work
 from snnbench.spec import (
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
@@ -120,6 +121,16 @@ class LinearLif(Workload):
     def params(self) -> dict[str, Any]:
         """Every field of the spec (the ``spec`` of a job and a record)."""
         return self.spec.to_dict()
+
+    @classmethod
+    def row_work(cls, row: Mapping[str, object]) -> Work:
+        """The dense matrix products and weight traffic of the row's phase
+        (:func:`snnbench.roofline.phase_work`: 2·n² per sample, step and layer forward)."""
+        def whole(column: str) -> int:
+            return int(float(row[column]))  # type: ignore[arg-type]
+
+        return phase_work(str(row["phase"]), whole("neurons"), whole("batch_size"),
+                          whole("time_steps"), whole("layers"), str(row.get("dtype", "float32")))
 
     @classmethod
     def typed_params(cls, row: Any) -> dict[str, Any]:
