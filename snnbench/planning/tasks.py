@@ -21,7 +21,7 @@ from snnbench.planning.selection import select_adapters
 from snnbench.plugin import Adapter
 from snnbench.registry import AdapterEntry
 from snnbench.spec import NetworkSpec
-from snnbench.workload import DEFAULT_KIND, LinearLif, Workload, workload_class
+from snnbench.workload import DEFAULT_KIND, Workload, workload_class
 
 #: the adapter a sweep over every library runs first in each case (plain PyTorch)
 BASELINE_ADAPTER = "torch"
@@ -112,7 +112,7 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
     def honoured(variant: str) -> bool:
         try:
-            workload = LinearLif(spec)
+            workload = workload_class(DEFAULT_KIND).from_stored(spec)
             reason = (Adapter.reason_skipped(adapter, workload, device, variant) if overlay
                       else adapter.reason_skipped(workload, device, variant))
         except Exception:  # decided by the case's own row, as before
@@ -124,8 +124,9 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
 def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> list[Task]:
     """``tasks`` with one ``null`` task (the harness-overhead probe) per device, at the
-    smallest case (fewest n·n·B·T·layers), placed first among that case's tasks; unchanged
-    when the sweep already runs ``null`` on that device or no ``null`` adapter is installed."""
+    smallest case (fewest operations, the workload's count: n·n·B·T·layers), placed first
+    among that case's tasks; unchanged when the sweep already runs ``null`` on that device or
+    no ``null`` adapter is installed."""
     if NULL not in entries:
         return tasks
     out = list(tasks)
@@ -133,7 +134,7 @@ def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> 
         mine = [t for t in out if t.device == device]
         if any(t.adapter == NULL for t in mine):
             continue
-        smallest = min(mine, key=lambda t: LinearLif(t.spec).operations())
+        smallest = min(mine, key=lambda t: t.workload.operations())
         out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
     return out
 
