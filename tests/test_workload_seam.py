@@ -244,3 +244,29 @@ def test_every_allowed_exception_is_still_needed() -> None:
     stale = sorted(f"{module}: {name}" for module, name in ALLOWED
                    if (module, name) not in found)
     assert not stale, "allowed but no longer named; remove from ALLOWED: " + ", ".join(stale)
+
+
+# -- show titles its cases with the workload's words: each network of a sweep its own ---------
+
+@pytest.mark.parametrize(("field", "values"), [("matmul_precision", ("strict", "amp-bf16")),
+                                               ("surrogate", ("fast_sigmoid", "atan"))])
+def test_show_titles_each_network_of_a_sweep_apart(tmp_path: Path, field: str,
+                                                   values: tuple[str, ...]) -> None:
+    import numpy as np
+
+    from snnbench.rundir import load_run
+    from snnbench.tables import typed_rows
+    from snnbench.views import run_document
+    from tests.fixtures.runfolders import timed_case, write_run
+
+    rng = np.random.default_rng(0)
+    cases = [timed_case(adapter, 64, rng, median_s=1e-3, case_id=f"{field}={value}",
+                        network={field: value})
+             for value in values for adapter in ("torch", "fused")]
+    run = load_run(write_run(tmp_path / "run", cases))
+    records = typed_rows(run.summary)
+    words = {"matmul_precision": "{}", "surrogate": "surrogate={}"}[field]
+    assert sorted({r["case"] for r in records}) == sorted(
+        f"cpu float32 n=64 B=4 T=20 L=1 subtract · {words.format(v)}" for v in values)
+    titles = [t.title.split(" — ")[0] for t in run_document("r", records).tables]
+    assert sorted(titles) == sorted({r["case"] for r in records})
