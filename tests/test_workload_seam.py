@@ -178,11 +178,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("metrics.py", "threshold"): "the gate's threshold rule",
     ("compare.py", "threshold"): "the gate's threshold rule",
     ("compare_output.py", "threshold"): "the gate's threshold rule",
-    # the equivalence check still keeps the reference's per-layer arrays (its cache under
-    # .references/ and verify --dump's files): they go behind Workload.reference next
-    ("verify.py", "neurons"): "the kept reference's array shapes",
-    ("verify.py", "layers"): "the kept reference's per-layer arrays",
-    ("verify.py", "bias"): "verify --dump's array names (a public file format)",
 }
 
 

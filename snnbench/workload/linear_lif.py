@@ -196,6 +196,44 @@ class LinearLif(Workload):
             "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), self.spec)],
         }
 
+    # -- the reference and a check's arrays, as files keep them ------------------------------
+    def reference_arrays(self, result: ReferenceResult) -> dict[str, FloatArray]:
+        """The reference as named arrays, layer by layer (``spikes_0``, ``grad_w_0``,
+        ``grad_b_0``...): what a kept reference file holds beside its spec."""
+        arrays: dict[str, FloatArray] = {}
+        for name, group in (("spikes", result.spikes), ("grad_w", result.grad_weights),
+                            ("grad_b", result.grad_biases)):
+            arrays.update({f"{name}_{i}": a for i, a in enumerate(group)})
+        return arrays
+
+    def reference_from_arrays(self, arrays: Mapping[str, Any]) -> ReferenceResult | None:
+        """Inverse of :meth:`reference_arrays`; None when an array is missing or not of this
+        case's shape (a damaged or foreign file). Reading ``arrays`` may raise: the caller
+        takes that as no file."""
+        layers = range(self.spec.layers)
+        spikes = tuple(np.asarray(arrays[f"spikes_{i}"], dtype=np.float32) for i in layers)
+        grad_w = tuple(np.asarray(arrays[f"grad_w_{i}"], dtype=np.float32) for i in layers)
+        grad_b = tuple(np.asarray(arrays[f"grad_b_{i}"], dtype=np.float32) for i in layers)
+        n, shape = self.spec.neurons, self.spec.input_shape()
+        if (any(s.shape != shape for s in spikes) or any(g.shape != (n, n) for g in grad_w)
+                or any(g.shape != (n,) for g in grad_b)):
+            return None
+        return ReferenceResult(spikes=spikes, grad_weights=grad_w, grad_biases=grad_b)
+
+    def dump_arrays(self, data: CaseData, spikes: Any, grad_weights: Sequence[Any],
+                    grad_biases: Sequence[Any]) -> dict[str, FloatArray]:
+        """What ``verify --dump`` writes of one check (a public file format): the first
+        layer's input, weight and bias, the adapter's spikes, and its first layer's
+        gradients."""
+        return {
+            "input": data.inputs,
+            "weight": data.weights[0],
+            "bias": data.biases[0],
+            "spikes": np.asarray(spikes, dtype=np.float32),
+            "grad_weight": np.asarray(grad_weights[0], dtype=np.float32),
+            "grad_bias": np.asarray(grad_biases[0], dtype=np.float32),
+        }
+
     # -- gradients by name -----------------------------------------------------------------
     def parameter_names(self) -> tuple[str, ...]:
         """The names :meth:`~snnbench.plugin.Model.gradients` keys its arrays by."""
