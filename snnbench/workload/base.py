@@ -83,9 +83,10 @@ class Workload(ABC):
         """Short stable hash of the parameters: two rows with equal case_id ran the same case."""
 
     @property
-    @abstractmethod
     def label(self) -> str:
-        """The case in words, e.g. ``n=512 B=16 T=500 L=1 float32 subtract``."""
+        """The case in words, as a table row of it reads less its device (:meth:`row_label`
+        of its parameters), e.g. ``float32 n=512 B=16 T=500 L=1 subtract``."""
+        return self.row_label(self.cells(self.params()))
 
     @abstractmethod
     def params(self) -> dict[str, Any]:

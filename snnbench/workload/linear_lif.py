@@ -114,9 +114,12 @@ class LinearLif(Workload):
 
     @property
     def label(self) -> str:
-        """``n=512 B=16 T=500 L=1 float32 subtract`` (the matmul precision appended when it is
-        not ``strict``)."""
-        return self.spec.label
+        """``float32 n=512 B=16 T=500 L=1 subtract``: a table row's words less the device,
+        with the matmul precision as a network column says it (``... subtract · amp-bf16``)
+        when it is not ``strict``."""
+        text = super().label
+        precision = self.spec.matmul_precision
+        return text if precision == "strict" else f"{text} · {precision}"
 
     def params(self) -> dict[str, Any]:
         """Every field of the spec (the ``spec`` of a job and a record)."""
