@@ -150,17 +150,20 @@ LINEAR_LIF_FIELDS = frozenset({
     "input_kind", "input_std", "input_rate", "beta", "threshold",
 })
 
-#: where the fields belong: the workload, the adapters that build it, the fused kernel, the
-#: adapter API (which hands the spec to plugins), and the Linear+LIF internals that move into
-#: ``snnbench/workload/linear_lif/`` with the regrouping (spec, neuron, reference, synops)
-HOME = ("workload/", "adapters/", "fused/", "adapter.py", "adapter_shim.py", "plugin.py",
-        "api.py", "spec.py", "neuron.py", "reference.py", "synops.py")
+#: where the fields belong: the workload, the adapters that build it, the fused kernel (any
+#: module under a package of these names), the adapter API (which hands the spec to plugins),
+#: and the Linear+LIF internals that move into ``snnbench/workload/linear_lif/`` with the
+#: regrouping (spec, neuron, reference, synops). Modules are named without their folder, so
+#: that the list holds wherever the regrouping puts them.
+HOME_PACKAGES = frozenset({"workload", "adapters", "fused"})
+HOME_MODULES = frozenset({"adapter", "adapter_shim", "plugin", "api", "spec", "neuron",
+                          "reference", "synops"})
 
 _FLAGS = ("neurons", "layers", "reset", "detach_reset", "surrogate", "surrogate_slope", "bias",
           "input_kind")
 
-#: (module, field) → why it stays. A module of the CLI is named ``cli`` whether it is
-#: ``cli.py`` or a module of a ``cli/`` package.
+#: (module, field) → why it stays. A module is named without its folder (``verify_cmd``); one
+#: of the CLI is ``cli`` whether it is ``cli.py`` or a module of a ``cli/`` package.
 ALLOWED: dict[tuple[str, str], str] = {
     # the CLI's network flags: run's --neurons/--layers/--reset/--detach-reset become the
     # config's network overrides, verify's flags its request (the CLI names the network's
@@ -169,21 +172,30 @@ ALLOWED: dict[tuple[str, str], str] = {
     # verify's network flags, checked and held as one request, and turned into the sweep
     # verify runs (its --reset/--detach-reset/--neurons choose cases; --dump names a file by
     # its reset): the CLI's network flags, one step down
-    **{("verify_request.py", f): "verify's network flags, validated"
+    **{("verify_request", f): "verify's network flags, validated"
        for f in ("layers", "detach_reset", "surrogate", "surrogate_slope", "bias",
                  "input_kind")},
-    **{("verify_cmd.py", f): "verify's --neurons/--reset/--detach-reset applied"
+    **{("verify_cmd", f): "verify's --neurons/--reset/--detach-reset applied"
        for f in ("neurons", "reset", "detach_reset")},
     # the gate's rule is called "threshold" (memory against mem_threshold): not the neuron's
-    ("metrics.py", "threshold"): "the gate's threshold rule",
-    ("compare.py", "threshold"): "the gate's threshold rule",
-    ("compare_output.py", "threshold"): "the gate's threshold rule",
+    ("metrics", "threshold"): "the gate's threshold rule",
+    ("compare", "threshold"): "the gate's threshold rule",
+    ("compare_output", "threshold"): "the gate's threshold rule",
 }
 
 
 def _module_key(path: Path) -> str:
-    rel = path.relative_to(PACKAGE).as_posix()
-    return "cli" if rel == "cli.py" or rel.startswith("cli/") else rel
+    """``verify_cmd`` for ``snnbench/verify_cmd.py`` or ``snnbench/sweep/verify_cmd.py``; a
+    package's ``__init__`` by its package; any module of the CLI ``cli``."""
+    folders = path.relative_to(PACKAGE).parts[:-1]
+    if path.stem == "cli" or "cli" in folders:
+        return "cli"
+    return folders[-1] if path.stem == "__init__" and folders else path.stem
+
+
+def _at_home(path: Path) -> bool:
+    folders = path.relative_to(PACKAGE).parts[:-1]
+    return bool(HOME_PACKAGES.intersection(folders)) or path.stem in HOME_MODULES
 
 
 def _names(tree: ast.AST) -> list[tuple[int, str]]:
@@ -205,11 +217,12 @@ def _names(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def _outside_home() -> dict[tuple[str, str], list[str]]:
-    """(module, field) → the places it is named, for every module outside :data:`HOME`."""
+    """(module, field) → the places it is named, for every module away from home
+    (:data:`HOME_PACKAGES`, :data:`HOME_MODULES`)."""
     out: dict[tuple[str, str], list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if any(rel == home or rel.startswith(home) for home in HOME):
+        if _at_home(path):
             continue
         for line, name in _names(ast.parse(path.read_text(encoding="utf-8"))):
             out.setdefault((_module_key(path), name), []).append(f"snnbench/{rel}:{line}")
