@@ -250,7 +250,7 @@ def test_overhead_is_the_null_step_over_the_smallest_case() -> None:
     summary = _step_rows([("null", "cpu", 64, 2e-6), ("torch", "cpu", 64, 4e-3),
                           ("fused", "cpu", 64, 4e-4), ("torch", "cpu", 512, 9e-3)])
     (o,) = harness_overhead(summary)
-    assert (o.smallest_label, o.smallest_neurons) == ("fused", 64)
+    assert (o.smallest_label, o.smallest_size) == ("fused", "n=64")
     assert o.share == pytest.approx(0.005) and o.within_goal
     assert overhead_lines(summary) == [
         "harness overhead: null step 2 µs = 0.5 % of the smallest case (fused, n=64, 400 µs)"]

@@ -124,7 +124,7 @@ def test_depth_sweep_gets_a_time_per_layer_plot(tmp_path: Path) -> None:
     assert "cpu-float32-B4-T20-subtract_layers.png" in names
     assert "cpu-float32-B4-T20-L8-subtract_scaling.png" in names
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "## Depth: cpu, float32, B=4, T=20, layers 1, 2, 4, 8, reset=subtract" in md
+    assert "## Depth: cpu, float32, B=4, T=20, layers=1,2,4,8, reset=subtract" in md
     assert "cpu-float32-B4-T20-subtract_layers.png" in md
     one_depth = [c for c in cases if c.layers == 1]
     single = report(write_run(tmp_path / "one", one_depth), tmp_path / "out1")
@@ -399,7 +399,7 @@ def test_the_chart_at_one_size_has_time_and_memory_side_by_side(
     figures = _captured(monkeypatch)
     assert plots.plot_at_size(rows, tmp_path / "a.png", "t", {}) is not None
     time_ax, mem_ax = figures[0].axes[:2]  # type: ignore[attr-defined]
-    assert "n = 1024" in figures[0]._suptitle.get_text()  # type: ignore[attr-defined]
+    assert "n=1024" in figures[0]._suptitle.get_text()  # type: ignore[attr-defined]
     assert time_ax.get_xscale() == mem_ax.get_xscale() == "linear"
     assert time_ax.get_shared_y_axes().joined(time_ax, mem_ax)  # one row per library in both
     assert time_ax.get_xlim()[0] == 0 and mem_ax.get_xlim()[0] == 0

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from snnbench.records import roofline
-from snnbench.records.roofline import annotate, device_peak, impossible_rows, phase_work
+from snnbench.records.roofline import annotate, device_peak, impossible_rows
 from snnbench.store.rundir import load_run
+from snnbench.workload import LinearLif
+from snnbench.workload.linear_lif.synops import phase_work
 
 ROOT = Path(__file__).resolve().parents[1]
 ANCHOR = ROOT.parent / "shared" / "anchors" / "opennm-2024-rtx4090.csv"
@@ -35,7 +37,7 @@ def test_the_driver_s_name_finds_its_model(name: str, model: str) -> None:
 def test_an_unlisted_gpu_has_no_roofline() -> None:
     assert device_peak("NVIDIA GeForce GTX 1080") is None
     row = _row(device="cuda", median=1e-9)
-    assert roofline.row_roofline(row, "NVIDIA GeForce GTX 1080") is None
+    assert roofline.row_roofline(row, "NVIDIA GeForce GTX 1080", LinearLif.row_work) is None
 
 
 def test_the_work_of_the_public_chart_s_largest_case() -> None:
@@ -84,13 +86,14 @@ def test_the_public_chart_s_spikingjelly_forward_is_impossible() -> None:
     else:
         sj = table[table["framework"].str.contains("SpikingJelly") & (table["neurons"] == 16384)]
         seconds = float(sj["forward"].min())
-    line = roofline.row_roofline(_row(median=seconds), "NVIDIA GeForce RTX 4090")
+    line = roofline.row_roofline(_row(median=seconds), "NVIDIA GeForce RTX 4090",
+                                 LinearLif.row_work)
     assert line is not None
     assert line.flop_per_s > 150e12
     assert line.impossible
     # the same time in bf16 on an H100 is possible
     h100 = roofline.row_roofline(_row(median=seconds, matmul_precision="amp-bf16"),
-                                 "NVIDIA H100 80GB HBM3")
+                                 "NVIDIA H100 80GB HBM3", LinearLif.row_work)
     assert h100 is not None and not h100.impossible
 
 
@@ -103,16 +106,17 @@ def test_annotate_flags_only_timed_gpu_rows_of_real_adapters() -> None:
         _row(metric="peak_mem_bytes", median=1.0),          # not a time
         _row(phase="setup", metric="build_s", median=1e-9),  # not a timed phase
     ])
-    out = annotate(summary, {"h": "NVIDIA GeForce RTX 4090"}, probes={"null"})
+    out = annotate(summary, {"h": "NVIDIA GeForce RTX 4090"}, LinearLif.row_work, probes={"null"})
     assert out["impossible"].tolist() == [True, False, False, False, False, False]
     assert math.isnan(out.loc[2, "flops"]) and math.isnan(out.loc[3, "flops"])
     assert out.loc[1, "peak_flop_share"] == pytest.approx(4.295e12 / 0.5 / 82.6e12, rel=1e-3)
     assert len(impossible_rows(out)) == 1
     # a host the run did not describe takes the run's only GPU model
-    assert annotate(summary, {"other": "NVIDIA GeForce RTX 4090"})["impossible"].iloc[0]
+    assert annotate(summary, {"other": "NVIDIA GeForce RTX 4090"},
+                    LinearLif.row_work)["impossible"].iloc[0]
     # two models and an unknown host: no guess
     two = {"a": "NVIDIA GeForce RTX 4090", "b": "NVIDIA H200"}
-    assert not annotate(summary, two)["impossible"].any()
+    assert not annotate(summary, two, LinearLif.row_work)["impossible"].any()
 
 
 @pytest.mark.parametrize("run", sorted((ROOT / "results" / "reference").glob("gpu-*/run")))

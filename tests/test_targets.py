@@ -35,7 +35,7 @@ def _gpu_run(path: Path, step_ms: dict[str, dict[int, float]],
 
 
 def _verdicts(checks: list[TargetCheck]) -> dict[tuple[int, str], tuple[float, bool]]:
-    return {(c.neurons, c.target): (round(c.value, 3), c.met) for c in checks}
+    return {(c.size, c.target): (round(c.value, 3), c.met) for c in checks}
 
 
 def test_every_gpu_target_met(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_every_gpu_target_met(tmp_path: Path) -> None:
     assert (4096, "≥ 3× faster than every third-party library") not in v
     assert (512, "peak memory ≤ 0.5× torch") not in v
     assert all(c.met for c in checks) and len(checks) == 8
-    detail = next(c.detail for c in checks if c.target == "fastest adapter" and c.neurons == 512)
+    detail = next(c.detail for c in checks if c.target == "fastest adapter" and c.size == 512)
     assert detail == "fused:cudagraph 0.3 ms vs snntorch 1 ms"
 
 
@@ -86,7 +86,7 @@ def test_committed_cpu_reference_meets_the_cpu_target() -> None:
     if not (REFERENCE / "summary.parquet").is_file():
         pytest.fail(f"the committed reference run is missing: {REFERENCE}")
     checks = check_fused_targets(load_run(REFERENCE, samples=False).summary)
-    assert [(c.neurons, c.target) for c in checks] == [
+    assert [(c.size, c.target) for c in checks] == [
         (128, "fastest adapter"), (512, "fastest adapter"), (1024, "fastest adapter")]
     assert all(c.met for c in checks)
     assert all("haiku:fp32" in c.detail for c in checks)

@@ -353,7 +353,7 @@ def test_run_prints_numbers_as_it_goes_quiet_prints_none_and_exports(tmp_path: P
                    str(out), "--export-json", str(exported), env=env)
     assert proc.returncode == 0, proc.stderr
     # the case's number, printed as it finished
-    assert re.search(r"^  fake-ok n=8 B=2 T=5 L=1 float32 subtract: step [\d.]+ \S+ ±\d+%$",
+    assert re.search(r"^  fake-ok float32 n=8 B=2 T=5 L=1 subtract: step [\d.]+ \S+ ±\d+%$",
                      proc.stderr, re.MULTILINE), proc.stderr
     assert all(len(line) <= 80 for line in (proc.stdout + proc.stderr).splitlines())
     assert re.search(r"fake-ok ran [\d.]+× (\[[\d.]+, [\d.]+\] )?faster than fake-sleep at n=8",

@@ -61,7 +61,7 @@ def test_the_registry_knows_linear_lif_and_reads_untagged_parameters_as_it() -> 
     assert workload_from_dict(spec.to_dict()) == workload
     assert workload_from_dict(workload.to_dict()) == workload
     assert workload.to_dict()["kind"] == "linear-lif"
-    assert workload.case_id == spec.case_id and workload.label == spec.label
+    assert workload.case_id == spec.case_id and workload.label == "float32 n=8 B=16 T=3 L=1 subtract"
     assert workload.size == 8 and workload.size_param == "neurons"
     assert {"neurons", "reset", "surrogate", "matmul_precision"} <= set(workload.columns)
     assert set(workload.columns) == set(workload.params())
@@ -133,9 +133,11 @@ def test_a_case_is_said_in_one_place_the_workloads_words() -> None:
     assert LinearLif.row_label({**row, "dtype": ""}, ["dtype", "neurons"]) == "n=64"
     assert schema.group_title(pd.Series(row)) == (
         "cpu, float32, B=4, T=20, layers=1, reset=subtract")
-    # the spec's own label, for a case not yet in a table
+    # a case not yet in a table reads as its row will, less the device
     assert LinearLif(NetworkSpec(neurons=64, batch_size=4, time_steps=20)).label == (
-        "n=64 B=4 T=20 L=1 float32 subtract")
+        "float32 n=64 B=4 T=20 L=1 subtract")
+    assert LinearLif(NetworkSpec(neurons=64, matmul_precision="amp-bf16")).label == (
+        "float32 n=64 B=16 T=500 L=1 subtract · amp-bf16")
 
 
 def test_a_compared_pair_names_its_network() -> None:

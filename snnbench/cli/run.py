@@ -260,7 +260,7 @@ def run(
             # a case skipped without running (its adapter cannot honour it): no progress, so
             # the ETA counts only cases that run; counted at the end, listed with --verbose
             if verbose and record is not None:
-                line, tint = case_line(name, task.spec.label, record, verbose)
+                line, tint = case_line(name, task.workload.label, record, verbose)
                 output.err_console.print(Padding(Text(line, style=tint), (0, 0, 0, 2),
                                                  expand=False))
             return
@@ -269,13 +269,13 @@ def run(
         if not bars:
             progress.start()
             bars.append(progress.add_task("starting", total=total))
-        label = f"case {index}/{total} {name} n={task.spec.neurons}"
+        label = f"case {index}/{total} {name} {task.workload.size_label}"
         if event == "start":
             progress.update(bars[0], total=total, description=label)
         else:
             assert record is not None
             progress.advance(bars[0])
-            line, tint = case_line(name, task.spec.label, record, verbose)
+            line, tint = case_line(name, task.workload.label, record, verbose)
             # indented as a whole: a line wrapped at 80 columns stays under its start
             progress.console.print(Padding(Text(line, style=tint), (0, 0, 0, 2), expand=False))
 

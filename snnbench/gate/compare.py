@@ -134,8 +134,8 @@ TIME_RULE = (
 
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
-_TEXT_KEYS = frozenset({"adapter", "variant", "device", "dtype", "reset", "environment",
-                        schema.NETWORK, "case_id"})
+#: the case key's text columns (the others are the size's numbers)
+_TEXT_KEYS = frozenset(c for c in schema.CASE_KEY if c in schema.SUMMARY_TEXT_COLUMNS)
 #: where the identity's columns sit in the case key (samples are joined on the identity)
 _IDENTITY = tuple(schema.CASE_KEY.index(c) for c in schema.CASE_IDENTITY)
 _CASE_ID = schema.CASE_KEY.index("case_id")

@@ -123,10 +123,8 @@ def cached_reference(spec: NetworkSpec, folder: Path | None) -> ReferenceResult:
             return stored
     result = reference_for(make_case_data(spec))
     if path is not None:
-        arrays: dict[str, Any] = {"spec_json": np.array(spec.to_json())}
-        for name, group in (("spikes", result.spikes), ("grad_w", result.grad_weights),
-                            ("grad_b", result.grad_biases)):
-            arrays.update({f"{name}_{i}": a for i, a in enumerate(group)})
+        arrays: dict[str, Any] = {"spec_json": np.array(spec.to_json()),
+                                  **LinearLif(spec).reference_arrays(result)}
         # a reference that cannot be kept (a full disk) is no failure: the next case computes
         with contextlib.suppress(OSError, WriteError):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,21 +135,13 @@ def cached_reference(spec: NetworkSpec, folder: Path | None) -> ReferenceResult:
 
 def _read_reference(path: Path, spec: NetworkSpec) -> ReferenceResult | None:
     """The reference kept at ``path`` for ``spec``, or None (none, damaged or foreign)."""
-    n, shape = spec.neurons, spec.input_shape()
     try:
         with np.load(path, allow_pickle=False) as data:
             if str(data["spec_json"]) != spec.to_json():
                 return None
-            layers = range(spec.layers)
-            spikes = tuple(np.asarray(data[f"spikes_{i}"], dtype=np.float32) for i in layers)
-            grad_w = tuple(np.asarray(data[f"grad_w_{i}"], dtype=np.float32) for i in layers)
-            grad_b = tuple(np.asarray(data[f"grad_b_{i}"], dtype=np.float32) for i in layers)
+            return LinearLif(spec).reference_from_arrays(data)
     except Exception:  # missing, damaged, not an npz, a pickled object: computed again
         return None
-    if (any(s.shape != shape for s in spikes) or any(g.shape != (n, n) for g in grad_w)
-            or any(g.shape != (n,) for g in grad_b)):
-        return None
-    return ReferenceResult(spikes=spikes, grad_weights=grad_w, grad_biases=grad_b)
 
 
 def _cosine(a: FloatArray, b: FloatArray, both_zero: float = math.nan) -> float:
@@ -251,12 +241,4 @@ def check_adapter(
         reference = workload.reference(data)
     equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
                           changed=_changed(data, given))
-    arrays: dict[str, FloatArray] = {
-        "input": data.inputs,
-        "weight": data.weights[0],
-        "bias": data.biases[0],
-        "spikes": spikes,
-        "grad_weight": np.asarray(grad_w[0], dtype=np.float32),
-        "grad_bias": np.asarray(grad_b[0], dtype=np.float32),
-    }
-    return equivalence, arrays
+    return equivalence, workload.dump_arrays(data, spikes, grad_w, grad_b)

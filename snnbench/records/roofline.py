@@ -31,9 +31,11 @@ Pure functions over a summary table; the summary writer and reader call :func:`a
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
+
+from snnbench.workload.base import Work
 
 if TYPE_CHECKING:  # only annotations: the CLI imports this module (through the schema)
     # at start-up, and pandas alone takes a second to import
@@ -51,7 +53,6 @@ ROOFLINE_COLUMNS: Final[tuple[str, ...]] = (
 ROOFLINE_FLOAT_COLUMNS: Final[tuple[str, ...]] = ROOFLINE_COLUMNS[:-1]
 
 _TIMED: Final = ("forward", "backward", "step")
-_DTYPE_BYTES: Final[dict[str, int]] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -127,33 +128,6 @@ def peak_precision(dtype: str, matmul_precision: str) -> PeakPrecision:
 
 
 @dataclass(frozen=True)
-class Work:
-    """The least work one iteration of a phase must do."""
-
-    flops: float
-    bytes: float
-
-
-def phase_work(phase: str, neurons: int, batch_size: int, time_steps: int, layers: int,
-               dtype: str) -> Work:
-    """The dense matrix-product FLOPs and the weight traffic of one iteration of ``phase``
-    (``forward``, ``backward`` or ``step`` = both) of the canonical network."""
-    gemm = 2.0 * neurons * neurons * batch_size * time_steps
-    weights = float(neurons * neurons * _DTYPE_BYTES.get(dtype, 4))
-    # the weight gradient is kept in the weights' dtype at least
-    forward = Work(layers * gemm, layers * weights)
-    # every layer's weight gradient; the input gradient of every layer but the first
-    backward = Work((2 * layers - 1) * gemm, 2 * layers * weights)
-    if phase == "forward":
-        return forward
-    if phase == "backward":
-        return backward
-    if phase == "step":
-        return Work(forward.flops + backward.flops, forward.bytes + backward.bytes)
-    raise ValueError(f"no work model for phase {phase!r}")
-
-
-@dataclass(frozen=True)
 class Roofline:
     """One timed row against its device's peaks."""
 
@@ -192,9 +166,16 @@ class Roofline:
         return 0 < self.seconds < self.floor_s
 
 
-def row_roofline(row: Mapping[str, object], gpu_name: str) -> Roofline | None:
+#: the least work of one timed summary row's phase, or None where its workload has no model:
+#: the workload says (:meth:`snnbench.workload.Workload.row_work`; this module sits below it)
+WorkOf = Callable[[Mapping[str, object]], "Work | None"]
+
+
+def row_roofline(row: Mapping[str, object], gpu_name: str, work_of: WorkOf
+                 ) -> Roofline | None:
     """The roofline of one summary row (a ``time_s`` row of a timed phase on a GPU of a listed
-    model, with a positive median), else None."""
+    model, with a positive median, whose workload counts its work: ``work_of``), else
+    None."""
     if str(row.get("metric")) != "time_s" or str(row.get("phase")) not in _TIMED:
         return None
     if not str(row.get("device", "")).startswith("cuda"):
@@ -204,11 +185,10 @@ def row_roofline(row: Mapping[str, object], gpu_name: str) -> Roofline | None:
     if peak is None or not seconds > 0:
         return None
     try:
-        work = phase_work(str(row["phase"]), int(_number(row.get("neurons"))),
-                          int(_number(row.get("batch_size"))),
-                          int(_number(row.get("time_steps"))),
-                          int(_number(row.get("layers"))), str(row.get("dtype", "float32")))
-    except (ValueError, OverflowError):
+        work = work_of(row)
+    except (ValueError, OverflowError, KeyError, TypeError):
+        return None
+    if work is None:
         return None
     precision = peak_precision(str(row.get("dtype", "float32")),
                                str(row.get("matmul_precision", "strict") or "strict"))
@@ -242,9 +222,10 @@ def gpu_models(manifest: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
-def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str],
+def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str], work_of: WorkOf,
              probes: Collection[str] = ()) -> pd.DataFrame:
-    """``summary`` with the :data:`ROOFLINE_COLUMNS` filled for every row that has a roofline.
+    """``summary`` with the :data:`ROOFLINE_COLUMNS` filled for every row that has a roofline
+    (``work_of``: the least work of a row, :data:`WorkOf`).
 
     ``gpu_by_host``: the GPU model name of each host (``hosts/<host>.json``); a row whose host
     is not listed takes the only model when the run saw one, else gets no roofline.
@@ -260,7 +241,7 @@ def annotate(summary: pd.DataFrame, gpu_by_host: Mapping[str, str],
         if str(row.get("adapter")) in probes:
             continue
         gpu = gpu_by_host.get(str(row.get("host", "")), only)
-        line = row_roofline({str(k): v for k, v in row.items()}, gpu) if gpu else None
+        line = row_roofline({str(k): v for k, v in row.items()}, gpu, work_of) if gpu else None
         if line is None:
             continue
         frame.at[index, "flops"] = line.work.flops

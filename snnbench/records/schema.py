@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, get_args
 
 from snnbench.records.metrics import UNITS
 from snnbench.records.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
-from snnbench.workload import row_workload_class
+from snnbench.workload import DEFAULT_KIND, Workload, row_workload_class, workload_class
 
 SCHEMA_VERSION: Final = 1
 
@@ -50,17 +50,22 @@ TIMED_PHASES: Final[tuple[str, ...]] = ("forward", "backward", "step")
 #: carried in each row's ``unit`` column
 METRIC_UNITS: Final[dict[str, str]] = UNITS
 
-#: the case's device, numbers and reset: the run folder's tables list them in this order
-_CASE_SIZE: Final[tuple[str, ...]] = (
-    "device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset",
-)
+#: the workload whose parameters are the tables' case columns: every run folder so far holds
+#: ``linear-lif`` cases, and a record without a kind is one (:data:`DEFAULT_KIND`)
+_WORKLOAD: Final[type[Workload]] = workload_class(DEFAULT_KIND)
 
-#: the network's fields beyond the size block: with :data:`_CASE_SIZE` (less the device) they
-#: are every field of the spec, each a column of the summary ("" or NaN where a run did not say)
-NETWORK_COLUMNS: Final[tuple[str, ...]] = (
-    "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind", "matmul_precision",
-    "beta", "threshold", "input_std", "input_rate", "seed",
-)
+#: the case's device and its size in words (the workload's key columns: for Linear+LIF the
+#: dtype, its numbers and the reset): the run folder's tables list them in this order
+_CASE_SIZE: Final[tuple[str, ...]] = ("device", *_WORKLOAD.key_columns)
+#: the same, for readers that group by it
+CASE_SIZE: Final[tuple[str, ...]] = _CASE_SIZE
+
+#: the workload's parameters beyond the size block: with :data:`_CASE_SIZE` (less the device)
+#: they are every parameter, each a column of the summary ("" or NaN where a run did not say)
+NETWORK_COLUMNS: Final[tuple[str, ...]] = _WORKLOAD.network_columns()
+#: the network columns holding floats (NaN where a run did not say), the others text
+_NETWORK_FLOATS: Final[tuple[str, ...]] = tuple(c for c in NETWORK_COLUMNS
+                                               if c in _WORKLOAD.float_columns)
 
 #: the derived column naming the network fields that vary between the cases read together
 #: (``amp-bf16``, ``surrogate=atan slope=4``; "" when none varies): readers fill it in, so
@@ -145,22 +150,12 @@ SUMMARY_COLUMNS: Final[tuple[str, ...]] = (
     "within_spread",
     # cores other processes kept busy while the case was timed (snnbench.host.preflight)
     "busy_cores",
-    # which network it was beyond the key (a sweep over detach_reset is otherwise two rows
-    # that look alike): surrogate and slope, whether the reset is detached, bias, input kind
-    # (detach_reset and bias as "true"/"false"; "" in runs written before these columns)
-    "surrogate",
-    "surrogate_slope",
-    "detach_reset",
-    "bias",
-    "input_kind",
-    # strict, tf32, amp-bf16 or amp-fp16: a float32 row under AMP is another network's timing
-    "matmul_precision",
-    # the spec's remaining fields, so that every field of the network is a column
-    "beta",
-    "threshold",
-    "input_std",
-    "input_rate",
-    "seed",
+    # which network it was beyond the key (a sweep over one of them is otherwise two rows
+    # that look alike): every other parameter of the workload (for Linear+LIF the surrogate
+    # and slope, whether the reset is detached, bias, input kind, matmul precision, beta,
+    # threshold, input spread and rate, seed; flags as "true"/"false"; "" in runs written
+    # before these columns)
+    *NETWORK_COLUMNS,
     # the network fields that vary in the run, in words (NETWORK)
     NETWORK,
     # a GPU row against its device's datasheet peaks (snnbench.records.roofline): the least FLOPs
@@ -212,19 +207,10 @@ ADDED_COLUMN_DEFAULTS: Final[dict[str, str | int | float]] = {
     "within_spread": float("nan"),
     "replicate": 0,
     "busy_cores": float("nan"),
-    # runs before these columns did not say: unknown, never a guessed default
-    "surrogate": "",
-    "surrogate_slope": float("nan"),
-    "detach_reset": "",
-    "bias": "",
-    "input_kind": "",
-    "matmul_precision": "",
-    "beta": float("nan"),
-    "threshold": float("nan"),
-    "input_std": float("nan"),
-    "input_rate": float("nan"),
-    # text, as detach_reset and bias: "" says unknown where a number would guess 0
-    "seed": "",
+    # runs before these columns did not say: unknown, never a guessed default (NaN for a
+    # number, "" for text: the seed is text, as the flags are, so that "" says unknown where a
+    # number would guess 0)
+    **{c: float("nan") if c in _NETWORK_FLOATS else "" for c in NETWORK_COLUMNS},
     NETWORK: "",
     # the roofline is computed again on every read (snnbench.store.rundir): these only fill a frame
     **dict.fromkeys(ROOFLINE_FLOAT_COLUMNS, float("nan")),
@@ -237,40 +223,45 @@ SUMMARY_FLOAT_COLUMNS: Final[tuple[str, ...]] = (
     "spike_match", "grad_cosine", "floor_ratio", "timer_null_s", "sm_clock_before_mhz",
     "sm_clock_after_mhz", "temperature_before_c", "temperature_after_c", "power_before_w",
     "power_after_w",
-    "replicate_spread", "within_spread", "busy_cores", "surrogate_slope", "beta", "threshold",
-    "input_std", "input_rate", *ROOFLINE_FLOAT_COLUMNS,
+    "replicate_spread", "within_spread", "busy_cores", *_NETWORK_FLOATS,
+    *ROOFLINE_FLOAT_COLUMNS,
 )
 #: summary columns holding integers
+#: the case's whole numbers (its size block's integers: neurons, batch_size, time_steps,
+#: layers): every row has them, a failed case's too, each ≥ 1
+CASE_INT_COLUMNS: Final[tuple[str, ...]] = tuple(c for c in _CASE_SIZE
+                                                 if c in _WORKLOAD.int_columns)
 SUMMARY_INT_COLUMNS: Final[tuple[str, ...]] = (
-    "neurons", "batch_size", "time_steps", "layers", "n_samples", "outliers", "concurrency",
-    "block_size",
-    "replicates",
+    *CASE_INT_COLUMNS, "n_samples", "outliers",
+    "concurrency", "block_size", "replicates",
 )
+#: samples.parquet columns holding integers
+SAMPLE_INT_COLUMNS: Final[tuple[str, ...]] = (*CASE_INT_COLUMNS, "sample_index", "replicate")
+#: samples.parquet columns holding text
+SAMPLE_TEXT_COLUMNS: Final[tuple[str, ...]] = tuple(
+    c for c in SAMPLE_COLUMNS if c not in SAMPLE_INT_COLUMNS and c != "value")
 #: summary columns holding booleans (False where missing)
 SUMMARY_BOOL_COLUMNS: Final[tuple[str, ...]] = ("allow_mismatch", "impossible")
 #: summary columns holding text ("" where missing, so joins and comparisons stay plain)
 SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
-    "run_id", "adapter", "variant", "library", "library_version", "device", "dtype", "reset",
+    "run_id", "adapter", "variant", "library", "library_version", "device",
+    *(c for c in _WORKLOAD.key_columns
+      if c not in _WORKLOAD.int_columns and c not in _WORKLOAD.float_columns),
     "phase", "metric", "unit", "status", "message", "case_id", "warning", "environment",
     "requirements", "packages", "executor", "host", "gpu_uuid", "timer", "warmup_stop",
-    "surrogate", "detach_reset", "bias", "input_kind", "matmul_precision", "seed", NETWORK,
+    *(c for c in NETWORK_COLUMNS if c not in _NETWORK_FLOATS), NETWORK,
 )
 
 #: the GEMM floor's adapter (not a library): its rows come last in a group
 FLOOR: Final = "floor"
 
-#: case columns that, apart from neurons and the adapter, define one group of comparable rows
-#: (the network column keeps two precisions, surrogates... of one size in groups of their own)
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "batch_size", "time_steps", "layers", "reset",
-                                  NETWORK)
+#: case columns that, apart from the size and the adapter, define one group of comparable
+#: rows: the workload's group words (device, dtype, B, T, layers, reset), and the network
+#: column, which keeps two precisions, surrogates... of one size in groups of their own
+GROUP_COLUMNS: tuple[str, ...] = (*(c for c, _ in _WORKLOAD.group_parts), NETWORK)
 
-#: how a varying network field reads in a label (the matmul precision by its value alone)
-_NETWORK_FORMATS: Final[dict[str, str]] = {
-    "matmul_precision": "{}", "surrogate": "surrogate={}", "surrogate_slope": "slope={}",
-    "detach_reset": "detach_reset={}", "bias": "bias={}", "input_kind": "input={}",
-    "beta": "beta={}", "threshold": "threshold={}", "input_std": "input_std={}",
-    "input_rate": "input_rate={}", "seed": "seed={}",
-}
+#: how a varying network field reads in a label (the workload's words)
+_NETWORK_FORMATS: Final[dict[str, str]] = dict(_WORKLOAD.network_formats)
 
 
 def network_value(row: Any, column: str) -> str:
@@ -307,6 +298,15 @@ def _network_of(row: Any) -> str:
     except (KeyError, IndexError):
         return ""
     return str(value) if isinstance(value, str) else ""
+
+
+def rows_workload(rows: Any) -> type[Workload]:
+    """The workload class of a table's rows (a DataFrame, read by its first row's ``kind``;
+    :data:`~snnbench.workload.DEFAULT_KIND` when it has none): what says which column is
+    the size, and how a size, a case and a group read."""
+    if len(rows) == 0:
+        return workload_class(DEFAULT_KIND)
+    return row_workload_class(rows.iloc[0])
 
 
 def group_title(row: Any) -> str:

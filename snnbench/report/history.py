@@ -65,6 +65,7 @@ from snnbench.store.storage import (
     record_written,
     written_by_snnbench,
 )
+from snnbench.workload import DEFAULT_KIND, row_workload_class, workload_class
 
 XAxis = Literal["date", "version", "commit"]
 X_AXES: tuple[str, ...] = ("date", "version", "commit")
@@ -153,8 +154,11 @@ class Series:
     case: str
     phase: str
     metric: str
-    #: the case's neuron count (0 when unknown)
-    neurons: int = 0
+    #: the case's size (its workload's size parameter, the neuron count of Linear+LIF; 0 when
+    #: unknown)
+    size: int = 0
+    #: the workload kind of the case (:mod:`snnbench.workload`): what its size is called
+    kind: str = DEFAULT_KIND
     points: list[Point] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
 
@@ -283,8 +287,11 @@ def collect(paths: Iterable[str | Path], *, machine: str | None = None,
             label = adapter_label(str(row["adapter"]), str(row["variant"]),
                                   str(row.get("environment", "") or ""))
             key = (mach.key, label, schema.case_text(row), str(row["phase"]), str(row["metric"]))
-            neurons = int(row["neurons"]) if row["neurons"] == row["neurons"] else 0
-            s = series.setdefault(key, Series(mach, label, key[2], key[3], key[4], neurons))
+            workload = row_workload_class(row)
+            value = row.get(workload.size_param)
+            size = int(value) if value is not None and value == value else 0
+            s = series.setdefault(key, Series(mach, label, key[2], key[3], key[4], size,
+                                              workload.kind))
             s.points.append(Point(
                 run_id=run.run_id, run_path=run.path, date=when,
                 library_version=str(row["library_version"]), commit=commit, median=median,
@@ -492,7 +499,8 @@ def _inline_svg(fig: Figure) -> str:
 def _series_json(s: Series, links: dict[Path, str]) -> dict[str, object]:
     return {
         "machine": s.machine.key, "machine_label": s.machine.label, "adapter": s.label,
-        "case": s.case, "neurons": s.neurons, "phase": s.phase, "metric": s.metric,
+        "case": s.case, workload_class(s.kind).size_param: s.size, "phase": s.phase,
+        "metric": s.metric,
         "points": [{"run_id": p.run_id, "date": p.date.isoformat(),
                     "library_version": p.library_version, "commit": p.commit,
                     "median": p.median, "q1": p.q1, "q3": p.q3, "n_samples": p.n_samples,
@@ -556,10 +564,12 @@ def _changes_table(found: list[Change], anchors: dict[tuple[str, str], str],
             f'<tr><td class="{c.direction if s.metric == "time_s" else ""}">'
             f"×{c.step.ratio:.2f} {c.direction}</td>"
             f'<td><a href="#{anchor}">{esc(s.label)}</a></td><td>{esc(what)}</td>'
-            f"<td>{s.neurons or '?'}</td><td>{esc(before)} → {esc(after)}</td>"
+            f"<td>{s.size or '?'}</td><td>{esc(before)} → {esc(after)}</td>"
             f"<td><code>{esc(c.commits)}</code></td>"
             f"<td>{esc(s.points[c.step.index].run_id)}</td><td>{esc(s.machine.key)}</td></tr>")
-    return ("<table><tr><th>change</th><th>series</th><th>what</th><th>n</th>"
+    symbol = workload_class(found[0].series.kind).size_symbol if found else ""
+    return ("<table><tr><th>change</th><th>series</th><th>what</th>"
+            f"<th>{esc(symbol or 'size')}</th>"
             "<th>median before → after</th><th>commits</th><th>first run after</th>"
             f"<th>machine</th></tr>{''.join(rows)}</table>")
 
@@ -567,7 +577,7 @@ def _changes_table(found: list[Change], anchors: dict[tuple[str, str], str],
 def _step_time_cases(history: History) -> dict[tuple[str, str], list[Series]]:
     """The step-time series of each (machine, case), for the cross-library charts."""
     out: dict[tuple[str, str], list[Series]] = {}
-    for s in sorted(history.series, key=lambda s: (s.neurons, s.case, s.machine.key, s.label)):
+    for s in sorted(history.series, key=lambda s: (s.size, s.case, s.machine.key, s.label)):
         if s.phase == "step" and s.metric == "time_s":
             out.setdefault((s.machine.key, s.case), []).append(s)
     return out
@@ -681,7 +691,8 @@ the sections below show each library's phases and memory.</p>
     record_written(out, [index])  # each recorded as it lands: a stop between keeps it ours
     doc = {"x": x, "series": [_series_json(s, links) for s in history.series],
            "changes": [{"adapter": c.series.label, "case": c.series.case,
-                        "neurons": c.series.neurons, "phase": c.series.phase,
+                        workload_class(c.series.kind).size_param: c.series.size,
+                        "phase": c.series.phase,
                         "metric": c.series.metric, "ratio": c.step.ratio,
                         "commits": c.commits, "machine": c.series.machine.key}
                        for c in found]}

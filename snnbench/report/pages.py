@@ -8,8 +8,8 @@ from
 :mod:`snnbench.report.tables` and is re-exported here.
 
 Tables are :class:`snnbench.render.Table` models; the page (a
-:class:`~snnbench.report.export.ReportPage`) is drawn by every format of the exporter registry
-that draws one (:mod:`snnbench.report.export`: Markdown and HTML).
+:class:`~snnbench.export.ReportPage`) is drawn by every format of the exporter registry that
+draws one (:mod:`snnbench.export`: Markdown and HTML).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from snnbench.export import EXPORTERS, ReportPage
 from snnbench.records import schema
 from snnbench.records.contract import adapter_label
 from snnbench.records.metrics import METRICS, format_bytes, format_seconds, format_value
 from snnbench.records.roofline import IMPOSSIBLE_NOTE, impossible_rows
-from snnbench.records.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title
+from snnbench.records.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title, rows_workload
 from snnbench.render import Table
 from snnbench.report import plots, speedups, targets
-from snnbench.report.export import EXPORTERS, ReportPage
 from snnbench.report.tables import case_text, format_table, reading_order, summary_table
 from snnbench.store.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.store.rundir import load_run
@@ -91,13 +91,15 @@ def step_pivot_table(rows: pd.DataFrame) -> Table:
     step = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s") & (rows["status"] == "ok")]
     if step.empty:
         return Table([], [])
+    workload = rows_workload(rows)
+    size = workload.size_param
     step = step.assign(label=[plots.label_of(r) for _, r in step.iterrows()])
-    times = step.pivot_table(index="label", columns="neurons", values="median", aggfunc="min")
+    times = step.pivot_table(index="label", columns=size, values="median", aggfunc="min")
     speed = plots.speedup_table(rows)
     # fastest first (at the largest n each ran), the floor last: the order of the plots
     largest = times.ffill(axis=1).iloc[:, -1]
     labels = sorted(times.index, key=lambda lab: (lab == FLOOR, float(largest[lab]), lab))
-    noisy = {(str(r["label"]), r["neurons"]) for _, r in step.iterrows() if str(r["warning"])}
+    noisy = {(str(r["label"]), r[size]) for _, r in step.iterrows() if str(r["warning"])}
     out: list[list[str]] = []
     for lab in labels:
         cells = [lab]
@@ -115,7 +117,7 @@ def step_pivot_table(rows: pd.DataFrame) -> Table:
                 cell += " noisy"
             cells.append(cell)
         out.append(cells)
-    return Table(["adapter", *(f"n={int(n)}" for n in times.columns)], out)
+    return Table(["adapter", *(workload.size_text(n) for n in times.columns)], out)
 
 
 def problems_table(run: Run) -> Table:
@@ -232,11 +234,12 @@ def targets_table(run: Run) -> Table:
     """The fused backend's targets this run can judge (:mod:`snnbench.report.targets`); no rows when
     it has no ok fused case."""
     rows = [
-        [c.group, str(c.neurons), c.target, f"{c.value:.3g}", "met" if c.met else "MISSED",
+        [c.group, str(c.size), c.target, f"{c.value:.3g}", "met" if c.met else "MISSED",
          c.detail]
         for c in targets.check_fused_targets(run.summary)
     ]
-    return Table(["case", "n", "target", "measured", "verdict", "figures"], rows)
+    size = rows_workload(run.summary).size_symbol
+    return Table(["case", size, "target", "measured", "verdict", "figures"], rows)
 
 
 def overhead_lines(summary: pd.DataFrame) -> list[str]:
@@ -251,7 +254,7 @@ def overhead_lines(summary: pd.DataFrame) -> list[str]:
         where = f" on {o.device}" if len(found) > 1 else ""
         line = (f"harness overhead{where}: null step {format_seconds(o.null_s)} = "
                 f"{100 * o.share:.2g} % of the smallest case ({o.smallest_label}, "
-                f"n={o.smallest_neurons}, {format_seconds(o.smallest_s)})")
+                f"{o.smallest_size}, {format_seconds(o.smallest_s)})")
         if not o.within_goal:
             line += (f"; warning: ≥ {100 * OVERHEAD_GOAL:g} %, the harness's own time distorts "
                      "the smallest cases (use larger cases or longer samples)")
@@ -278,10 +281,8 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
     for _, rows in grouped:
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in GROUP_COLUMNS}
         title = group_title(d)
-        slug = "" if len(grouped) == 1 else (
-            f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
-            f"-L{int(d['layers'])}-{d['reset']}{_network_slug(d)}_"
-        )
+        slug = ("" if len(grouped) == 1
+                else f"{rows_workload(rows).group_slug(d)}{_network_slug(d)}_")
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
 
@@ -294,23 +295,24 @@ def _network_slug(group: dict[str, Any]) -> str:
 
 
 def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
-    """Groups by :data:`GROUP_COLUMNS` without ``layers``, for those holding several layer
-    counts (a deep-stack sweep such as configs/multilayer.toml): the time-per-layer plot."""
-    keys = [c for c in GROUP_COLUMNS if c != "layers"]
+    """Groups by :data:`GROUP_COLUMNS` without the workload's depth (``layers``), for those
+    holding several depths (a deep-stack sweep such as configs/multilayer.toml): the
+    time-per-layer plot."""
     out: list[_Group] = []
     if ok.empty:
         return out
+    workload = rows_workload(ok)
+    depth = workload.depth_param
+    if not depth:
+        return out
+    keys = [c for c in GROUP_COLUMNS if c != depth]
     for _, rows in ok.groupby(keys, sort=True):
-        if rows["layers"].nunique() < 2:
+        if rows[depth].nunique() < 2:
             continue
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in keys}
-        depths = ", ".join(str(int(v)) for v in sorted(rows["layers"].unique()))
-        title = (f"{d['device']}, {d['dtype']}, B={int(d['batch_size'])}, "
-                 f"T={int(d['time_steps'])}, layers {depths}, reset={d['reset']}")
-        if d[NETWORK]:
-            title += f" · {d[NETWORK]}"
-        slug = (f"{d['device']}-{d['dtype']}-B{int(d['batch_size'])}-T{int(d['time_steps'])}"
-                f"-{d['reset']}{_network_slug(d)}_")
+        depths = ",".join(str(int(v)) for v in sorted(rows[depth].unique()))
+        title = group_title({**d, depth: depths})
+        slug = f"{workload.group_slug(d, without=(depth,))}{_network_slug(d)}_"
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
 
@@ -339,11 +341,12 @@ def headline_table(groups: list[tuple[str, pd.DataFrame]], samples: pd.DataFrame
             ref = (best.reference.text() + (" (noisy)" if best.reference.noisy else "")
                    if best.reference is not None
                    else ("is torch" if best.label == speedups.REFERENCE else "torch not run"))
-            cells = [str(best.neurons), best.label,
+            cells = [str(best.size), best.label,
                      format_seconds(best.median_s) + (" noisy" if best.noisy else ""),
                      runner, ref]
             rows.append([title, *cells] if many else cells)
-    headers = ["n", "fastest", "step time", "ahead of the runner-up", "speed-up over torch"]
+    symbol = rows_workload(groups[0][1]).size_symbol if groups else "n"
+    headers = [symbol, "fastest", "step time", "ahead of the runner-up", "speed-up over torch"]
     return Table(["case", *headers] if many else headers, rows)
 
 

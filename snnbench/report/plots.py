@@ -1,7 +1,8 @@
 """PNG plots of one run, drawn headless with matplotlib's Agg canvas.
 
 Every function takes rows of the summary table that belong to one *configuration group* (same
-device, dtype, batch, time steps, layers, reset: only neurons and adapters vary), writes one PNG
+device, dtype, batch, time steps, layers, reset: only the workload's size and the adapters
+vary), writes one PNG
 and returns its path, or returns None when the rows hold nothing to draw, so a run with one
 adapter or one neuron count still gives a report without empty axes. Each PNG is recorded in its
 folder's ledger as it is written (:func:`snnbench.records.fileio.write_recorded`): a later report
@@ -33,7 +34,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from snnbench.records.contract import adapter_label
 from snnbench.records.fileio import write_recorded
 from snnbench.records.metrics import byte_unit, time_unit
-from snnbench.records.schema import FLOOR
+from snnbench.records.schema import FLOOR, rows_workload
 from snnbench.report import speedups
 
 REFERENCE = speedups.REFERENCE
@@ -214,15 +215,17 @@ def plot_phase_bars(
     data = _time_rows(rows)
     if data.empty:
         return None
-    sizes = sorted(int(n) for n in data["neurons"].unique())
+    workload = rows_workload(rows)
+    size = workload.size_param
+    sizes = sorted(int(n) for n in data[size].unique())
     factor, unit = time_unit(data["median"].tolist())
-    counts = [data[(data["neurons"] == n) & (data["label"] != FLOOR)]["label"].nunique()
+    counts = [data[(data[size] == n) & (data["label"] != FLOOR)]["label"].nunique()
               for n in sizes]
     fig, axes = _panels(len(sizes), [0.28 * c + 0.8 for c in counts], 8.0)
     widest = 0.0
     for ax, n in zip(axes, sizes, strict=True):
-        widest = max(widest, _time_panel(ax, data[data["neurons"] == n], factor, colors))
-        ax.set_title(f"n = {n}", fontsize=9, loc="left")
+        widest = max(widest, _time_panel(ax, data[data[size] == n], factor, colors))
+        ax.set_title(workload.size_text(n), fontsize=9, loc="left")
     axes[0].set_xlim(0, widest * 1.15 or 1.0)
     axes[-1].set_xlabel(f"median time [{unit}] (linear; same scale in every panel)")
     _time_legend(fig, bool((data["label"] == FLOOR).any()))
@@ -237,15 +240,17 @@ def plot_at_size(
     Open Neuromorphic benchmark posts, on linear axes, sorted by step time, one row per
     adapter in both panels. The n is the largest with a time for at least two adapters."""
     data = _time_rows(rows)
+    workload = rows_workload(rows)
+    size = workload.size_param
     libs = data[data["label"] != FLOOR]
-    wide = [int(n) for n in libs["neurons"].unique()
-            if libs[libs["neurons"] == n]["label"].nunique() >= 2]
+    wide = [int(n) for n in libs[size].unique()
+            if libs[libs[size] == n]["label"].nunique() >= 2]
     if not wide:
         return None
     n = max(wide)
-    panel = data[data["neurons"] == n]
+    panel = data[data[size] == n]
     labels = _by_step(panel[panel["label"] != FLOOR])
-    peak, metric = memory_rows(rows[rows["neurons"] == n])
+    peak, metric = memory_rows(rows[rows[size] == n])
     has_mem = not peak.empty
     fig = Figure(figsize=(11.0 if has_mem else 7.0, 0.3 * len(labels) + 1.8),
                  layout="constrained")
@@ -275,12 +280,17 @@ def plot_at_size(
         ax.set_xlabel(f"{_memory_what(rows, metric)} [{munit}]")
         ax.set_title("peak memory", fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(f"Time and memory per library at n = {n}\n{title}", fontsize=10)
+    fig.suptitle(f"Time and memory per library at {workload.size_text(n)}\n{title}",
+                 fontsize=10)
     return _save(fig, out)
 
 
 def plot_scaling(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str]) -> Path | None:
-    """Median step time against neuron count on log-log axes, floor dashed where present."""
+    """Median step time against the workload's size (:attr:`~snnbench.workload.Workload.
+    size_param`, the neuron count of Linear+LIF) on log-log axes, floor dashed where
+    present."""
+    workload = rows_workload(rows)
+    size = workload.size_param
     data = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s")]
     data = data[np.isfinite(data["median"].to_numpy(float))]
     if data.empty:
@@ -290,19 +300,19 @@ def plot_scaling(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
     ax = fig.subplots()
     data = data.assign(label=[label_of(r) for _, r in data.iterrows()])
     for lab in sorted(data["label"].unique()):
-        line = data[data["label"] == lab].sort_values("neurons")
-        _line(ax, line, "neurons", factor, lab, colors)
+        line = data[data["label"] == lab].sort_values(size)
+        _line(ax, line, size, factor, lab, colors)
     _log2_x(ax)
     _log_y(ax)
-    sizes = sorted(data["neurons"].unique())
+    sizes = sorted(data[size].unique())
     ax.set_xticks([float(s) for s in sizes], [str(int(s)) for s in sizes])
-    ax.set_xlabel("neurons n")
+    ax.set_xlabel(workload.size_axis or size)
     ax.set_ylabel(f"median step time [{unit}]")
     ax.grid(alpha=0.3, which="both")
     if not (data["label"] == FLOOR).any():
         _floor_note(ax)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(f"Step time (forward + backward) vs n\n{title}", fontsize=10)
+    ax.set_title(f"Step time (forward + backward) vs {size}\n{title}", fontsize=10)
     return _save(fig, out)
 
 
@@ -329,15 +339,17 @@ def _log2_x(ax: Axes) -> None:
 
 
 def memory_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Peak memory per (adapter, variant, n): device memory when measured, else process RSS.
+    """Peak memory per (adapter, variant, size): device memory when measured, else process
+    RSS.
 
     The peak of a case is the largest peak over its phases. Returns the rows and the metric used.
     """
+    size = rows_workload(rows).size_param
     for metric in ("peak_mem_bytes", "peak_rss_bytes"):
         data = rows[(rows["metric"] == metric) & np.isfinite(rows["median"].to_numpy(float))]
         if not data.empty:
             peak = (
-                data.groupby(["adapter", "variant", "environment", "neurons"], as_index=False)[
+                data.groupby(["adapter", "variant", "environment", size], as_index=False)[
                     "median"].max()
             )
             return peak, metric
@@ -361,12 +373,14 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
         return None
     peak = peak.assign(label=[label_of(r) for _, r in peak.iterrows()])
     scale, unit = byte_unit(peak["median"].tolist())
-    sizes = sorted(int(n) for n in peak["neurons"].unique())
-    counts = [peak[(peak["neurons"] == n) & (peak["label"] != FLOOR)]["label"].nunique()
+    workload = rows_workload(rows)
+    size = workload.size_param
+    sizes = sorted(int(n) for n in peak[size].unique())
+    counts = [peak[(peak[size] == n) & (peak["label"] != FLOOR)]["label"].nunique()
               for n in sizes]
     fig, axes = _panels(len(sizes), [0.28 * max(c, 1) + 0.8 for c in counts], 8.0)
     for ax, n in zip(axes, sizes, strict=True):
-        panel = peak[(peak["neurons"] == n) & (peak["label"] != FLOOR)]
+        panel = peak[(peak[size] == n) & (peak["label"] != FLOOR)]
         panel = pd.DataFrame(panel.groupby("label", as_index=False)["median"].max())
         panel = panel.sort_values(["median", "label"])
         for i, (lab, value) in enumerate(zip(panel["label"], panel["median"], strict=True)):
@@ -376,13 +390,13 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
                         textcoords="offset points", va="center", fontsize=7)
         ax.set_yticks(range(len(panel)), list(panel["label"]), fontsize=8)
         ax.set_ylim(len(panel) - 0.5, -0.5)
-        floor = peak[(peak["neurons"] == n) & (peak["label"] == FLOOR)]
+        floor = peak[(peak[size] == n) & (peak["label"] == FLOOR)]
         if floor.empty:
             _floor_note(ax)
         else:
             at = float(floor["median"].max()) * scale
             _floor_line(ax, at)
-        ax.set_title(f"n = {n}", fontsize=9, loc="left")
+        ax.set_title(workload.size_text(n), fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_xlim(0, float(peak["median"].max()) * scale * 1.15 or 1.0)
     if (peak["label"] == FLOOR).any():
@@ -397,8 +411,9 @@ def plot_memory(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, str
 def speedup_table(rows: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
     """Speed-up of each adapter's median step time over ``reference`` (default variant), per n.
 
-    Index: neurons; columns: labels (the reference itself excluded); cells: ref / adapter, NaN
-    where either is missing. Empty when the rows hold no reference step time.
+    Index: the workload's size (neurons); columns: labels (the reference itself excluded);
+    cells: ref / adapter, NaN where either is missing. Empty when the rows hold no reference
+    step time.
     """
     step = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s")]
     step = step[np.isfinite(step["median"].to_numpy(float))]
@@ -406,9 +421,10 @@ def speedup_table(rows: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFram
                & (step["environment"] == "")]
     if ref.empty:
         return pd.DataFrame()
+    size = rows_workload(rows).size_param
     step = step.assign(label=[label_of(r) for _, r in step.iterrows()])
-    times = step.pivot_table(index="neurons", columns="label", values="median", aggfunc="min")
-    ref_times = ref.groupby("neurons")["median"].min()
+    times = step.pivot_table(index=size, columns="label", values="median", aggfunc="min")
+    ref_times = ref.groupby(size)["median"].min()
     speed: pd.DataFrame = times.rdiv(ref_times, axis=0)
     return speed.drop(columns=[reference], errors="ignore")
 
@@ -422,13 +438,14 @@ def plot_speedup(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
     found = speedups.speedups(rows, samples)
     if not found:
         return None
-    sizes = sorted({r.neurons for r in found})
-    counts = [sum(1 for r in found if r.neurons == n) for n in sizes]
+    workload = rows_workload(rows)
+    sizes = sorted({r.size for r in found})
+    counts = [sum(1 for r in found if r.size == n) for n in sizes]
     fig, axes = _panels(len(sizes), [0.28 * c + 0.8 for c in counts], 8.0)
     top = max(max(r.high if r.has_interval else r.value, r.value) for r in found)
     with_interval = any(r.has_interval for r in found)
     for ax, n in zip(axes, sizes, strict=True):
-        mine = sorted((r for r in found if r.neurons == n), key=lambda r: (-r.value, r.label))
+        mine = sorted((r for r in found if r.size == n), key=lambda r: (-r.value, r.label))
         for i, r in enumerate(mine):
             is_floor = r.label == FLOOR
             color = "#555555" if is_floor else colors.get(r.label, "#888888")
@@ -443,7 +460,7 @@ def plot_speedup(rows: pd.DataFrame, out: Path, title: str, colors: dict[str, st
         ax.set_yticks(range(len(mine)), names, fontsize=8)
         ax.set_ylim(len(mine) - 0.5, -0.5)
         ax.axvline(1.0, color="#444444", linewidth=1, linestyle=":")
-        ax.set_title(f"n = {n}", fontsize=9, loc="left")
+        ax.set_title(workload.size_text(n), fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_xlim(0, top * 1.25)
     axes[-1].set_xlabel(f"speed-up over {REFERENCE} (step time; > 1 is faster; linear)")
@@ -471,13 +488,15 @@ def plot_distribution(rows: pd.DataFrame, out: Path, title: str, colors: dict[st
     step = speedups.step_rows(rows)
     if step.empty:
         return None
-    sizes = sorted(int(n) for n in step["neurons"].unique())
-    counts = [step[step["neurons"] == n]["label"].nunique() for n in sizes]
+    workload = rows_workload(rows)
+    size = workload.size_param
+    sizes = sorted(int(n) for n in step[size].unique())
+    counts = [step[step[size] == n]["label"].nunique() for n in sizes]
     fig, axes = _panels(len(sizes), [0.3 * c + 0.9 for c in counts], 8.0)
     rng = np.random.default_rng(0)
     drawn = False
     for ax, n in zip(axes, sizes, strict=True):
-        at = step[step["neurons"] == n].sort_values(["median", "label"]).drop_duplicates("label")
+        at = step[step[size] == n].sort_values(["median", "label"]).drop_duplicates("label")
         names: list[str] = []
         for i, (_, row) in enumerate(at.iterrows()):
             lab, v = str(row["label"]), speedups.step_samples(row, samples)
@@ -500,7 +519,7 @@ def plot_distribution(rows: pd.DataFrame, out: Path, title: str, colors: dict[st
         ax.set_yticks(range(len(at)), names, fontsize=8)
         ax.set_ylim(len(at) - 0.5, -0.5)
         ax.axvline(1.0, color="#444444", linewidth=0.8, linestyle=":")
-        ax.set_title(f"n = {n}", fontsize=9, loc="left")
+        ax.set_title(workload.size_text(n), fontsize=9, loc="left")
         ax.grid(axis="x", alpha=0.3)
     if not drawn:
         return None
@@ -522,33 +541,36 @@ def plot_time_per_layer(
     a falling one amortises fixed costs (launches, Python per step) over more layers. Needs
     at least two layer counts; the floor is dashed.
     """
+    workload = rows_workload(rows)
+    size, depth = workload.size_param, workload.depth_param
     data = rows[(rows["phase"] == "step") & (rows["metric"] == "time_s")]
     data = data[np.isfinite(data["median"].to_numpy(float))]
-    if data.empty or data["layers"].nunique() < 2:
+    if data.empty or not depth or data[depth].nunique() < 2:
         return None
     data = data.assign(
         label=[label_of(r) for _, r in data.iterrows()],
-        per_layer=data["median"].to_numpy(float) / data["layers"].to_numpy(float),
-        q1=data["q1"].to_numpy(float) / data["layers"].to_numpy(float),
-        q3=data["q3"].to_numpy(float) / data["layers"].to_numpy(float),
+        per_layer=data["median"].to_numpy(float) / data[depth].to_numpy(float),
+        q1=data["q1"].to_numpy(float) / data[depth].to_numpy(float),
+        q3=data["q3"].to_numpy(float) / data[depth].to_numpy(float),
     )
     factor, unit = time_unit(data["per_layer"].tolist())
-    sizes = sorted(data["neurons"].unique())
+    sizes = sorted(data[size].unique())
     fig = Figure(figsize=(4.2 * len(sizes) + 2.0, 4.2), layout="constrained")
     axes = fig.subplots(1, len(sizes), squeeze=False)[0]
-    depths = sorted(data["layers"].unique())
+    depths = sorted(data[depth].unique())
     for ax, n in zip(axes, sizes, strict=True):
-        panel = data[data["neurons"] == n]
+        panel = data[data[size] == n]
         for lab in sorted(panel["label"].unique()):
-            line = panel[panel["label"] == lab].sort_values("layers")
-            _line(ax, line.assign(median=line["per_layer"]), "layers", factor, lab, colors)
+            line = panel[panel["label"] == lab].sort_values(depth)
+            _line(ax, line.assign(median=line["per_layer"]), depth, factor, lab, colors)
         _log2_x(ax)
         ax.set_xticks([float(d) for d in depths], [str(int(d)) for d in depths])
         _log_y(ax)
-        ax.set_xlabel("layers")
-        ax.set_title(f"n={int(n)}", fontsize=10)
+        ax.set_xlabel(depth)
+        ax.set_title(workload.size_text(n), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-    axes[0].set_ylabel(f"median step time / layers [{unit}]")
+    axes[0].set_ylabel(f"median step time / {depth} [{unit}]")
     axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"Step time per layer vs depth (whiskers: IQR / layers)\n{title}", fontsize=10)
+    fig.suptitle(f"Step time per layer vs depth (whiskers: IQR / {depth})\n{title}",
+                 fontsize=10)
     return _save(fig, out)

@@ -20,22 +20,15 @@ import pandas as pd
 
 from snnbench.gate.interval import pair_seed, ratio_interval
 from snnbench.records.contract import adapter_label
-from snnbench.records.schema import CASE_IDENTITY
+from snnbench.records.schema import CASE_IDENTITY, NETWORK, rows_workload
 from snnbench.store.overhead import PROBE_ADAPTERS
 from snnbench.store.storage import Run
+from snnbench.workload import row_workload_class
 
 #: the library every other is best known against: the fastest is also set against it
 BASELINE = "torch"
 #: the intervals' confidence (as compare's default --alpha 0.01)
 CONFIDENCE = 0.99
-#: the case fields a case label names when they vary between the run's cases
-_LABEL_FIELDS: tuple[tuple[str, str], ...] = (
-    ("device", "{}"), ("dtype", "{}"), ("matmul_precision", "{}"), ("neurons", "n={}"),
-    ("batch_size", "B={}"), ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "reset={}"),
-    ("network", "{}"),
-)
-
-
 @dataclass(frozen=True)
 class Entry:
     """One library's step time at one case."""
@@ -112,22 +105,23 @@ def _number(value: float) -> float | None:
 
 def case_labels(summary: pd.DataFrame) -> dict[str, str]:
     """case_id → the shortest label that tells the run's cases apart (``n=256``; with the
-    dtype, the reset... only when those vary)."""
+    dtype, the reset... only when those vary): the workload's words
+    (:meth:`~snnbench.workload.Workload.row_label`) of the columns that vary, then the
+    network column when it varies."""
     cases = summary.drop_duplicates("case_id")
-    varying = [(c, fmt) for c, fmt in _LABEL_FIELDS
-               if c in cases.columns and cases[c].astype(str).nunique() > 1]
-    if not varying:
-        varying = [("neurons", "n={}")]
+    workload = rows_workload(cases)
+
+    def varies(column: str) -> bool:
+        return column in cases.columns and cases[column].astype(str).nunique() > 1
+
+    varying = [c for c, _ in workload.label_parts if varies(c)] or [workload.size_param]
     labels: dict[str, str] = {}
     for _, row in cases.iterrows():
-        labels[str(row["case_id"])] = " ".join(fmt.format(_plain(row[c])) for c, fmt in varying)
+        words = [row_workload_class(row).row_label(row, varying)]
+        if varies(NETWORK):
+            words.append(str(row[NETWORK]))
+        labels[str(row["case_id"])] = " ".join(w for w in words if w)
     return labels
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def _step_samples(run: Run) -> dict[tuple[str, ...], tuple[np.ndarray, ...]]:

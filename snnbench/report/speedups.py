@@ -1,9 +1,10 @@
 """Who is fastest, and by how much: step-time ratios with intervals from the raw samples.
 
 A report's headline (:func:`headline`) and its speed-up plot (:func:`speedups`) read the same
-numbers: the median step time of each adapter label at each neuron count (the summary's), and
-the interval of a ratio of two medians from a bootstrap of the two cases' raw samples
-(:func:`snnbench.gate.interval.ratio_interval`, one process a side: its percentile interval). The
+numbers: the median step time of each adapter label at each size (the workload's; the neuron
+count of Linear+LIF: the summary's), and the interval of a ratio of two medians from a
+bootstrap of the two cases' raw samples (:func:`snnbench.gate.interval.ratio_interval`, one process
+a side: its percentile interval). The
 interval says how far the samples of *this* run pin the ratio down; the spread between
 processes and days is not in it (a run with replicates pools their samples). A run without
 ``samples.parquet`` gets the ratios without intervals (NaN ends), never an invented one.
@@ -22,7 +23,8 @@ import pandas as pd
 
 from snnbench.gate.interval import ratio_interval
 from snnbench.records.contract import adapter_label
-from snnbench.records.schema import FLOOR
+from snnbench.records.schema import FLOOR, rows_workload
+from snnbench.workload import row_workload_class
 
 #: the adapter speed-ups are measured against
 REFERENCE = "torch"
@@ -32,15 +34,14 @@ CONFIDENCE = 0.95
 RESAMPLES = 1000
 
 
-#: the columns beside the case id that tell two cases' samples apart
-_SIZE_KEY = ("device", "dtype", "neurons", "batch_size", "time_steps", "layers", "reset")
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """``value`` = time(slower) / time(faster) of one pair at one n, with its interval."""
+    """``value`` = time(slower) / time(faster) of one pair at one size (the workload's
+    :attr:`~snnbench.workload.Workload.size_param`), with its interval."""
 
-    neurons: int
+    size: int
     label: str
     other: str
     value: float
@@ -63,9 +64,9 @@ class Ratio:
 
 @dataclass(frozen=True)
 class Fastest:
-    """The fastest adapter at one n, against the runner-up and the reference."""
+    """The fastest adapter at one size, against the runner-up and the reference."""
 
-    neurons: int
+    size: int
     label: str
     median_s: float
     noisy: bool
@@ -97,7 +98,7 @@ def step_samples(row: pd.Series, samples: pd.DataFrame | None) -> np.ndarray:
         mask &= samples["environment"] == str(row.get("environment", "") or "")
     # the case id is the spec's hash, but a hand-made folder may reuse one: the size columns
     # keep each case's samples its own
-    for column in _SIZE_KEY:
+    for column in ("device", *row_workload_class(row).key_columns):
         if column in samples.columns and column in row.index:
             mask &= samples[column] == row[column]
     values: np.ndarray = samples.loc[mask, "value"].to_numpy(float)
@@ -122,8 +123,8 @@ def ratio(faster: pd.Series, slower: pd.Series, samples: pd.DataFrame | None,
             # always holds it
             low, high = min(found.low, value), max(found.high, value)
     noisy = bool(str(faster.get("warning", "")) or str(slower.get("warning", "")))
-    return Ratio(int(faster["neurons"]), str(faster["label"]), str(slower["label"]), value,
-                 low, high, noisy)
+    size = int(faster[row_workload_class(faster).size_param])
+    return Ratio(size, str(faster["label"]), str(slower["label"]), value, low, high, noisy)
 
 
 def speedups(rows: pd.DataFrame, samples: pd.DataFrame | None,
@@ -132,9 +133,10 @@ def speedups(rows: pd.DataFrame, samples: pd.DataFrame | None,
     :class:`Ratio` ``time(reference) / time(label)`` (``label`` is the adapter's, ``other``
     the reference). Empty when the rows hold no reference step time."""
     step = step_rows(rows)
+    size = rows_workload(rows).size_param
     out: list[Ratio] = []
-    for n in sorted(int(v) for v in step["neurons"].unique()):
-        at = step[step["neurons"] == n]
+    for n in sorted(int(v) for v in step[size].unique()):
+        at = step[step[size] == n]
         ref = at[(at["adapter"] == reference) & at["variant"].isin(["default", ""])
                  & (at["environment"] == "")]
         if ref.empty:
@@ -153,9 +155,10 @@ def headline(rows: pd.DataFrame, samples: pd.DataFrame | None,
     the runner-up and the reference, with intervals."""
     step = step_rows(rows)
     step = step[step["adapter"] != FLOOR]
+    size = rows_workload(rows).size_param
     out: list[Fastest] = []
-    for n in sorted(int(v) for v in step["neurons"].unique()):
-        at = step[step["neurons"] == n].sort_values("median", kind="stable")
+    for n in sorted(int(v) for v in step[size].unique()):
+        at = step[step[size] == n].sort_values("median", kind="stable")
         at = at.drop_duplicates("label")
         best = at.iloc[0]
         second = ratio(best, at.iloc[1], samples, seed=n) if len(at) > 1 else None

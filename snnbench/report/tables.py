@@ -19,16 +19,19 @@ from snnbench.records.contract import adapter_label
 from snnbench.records.metrics import format_value
 from snnbench.records.roofline import IMPOSSIBLE_NOTE
 from snnbench.records.schema import (
+    CASE_SIZE,
     FLOOR as FLOOR,
     GROUP_COLUMNS as GROUP_COLUMNS,
     TIMED_PHASES,
     case_text as case_text,
     group_title as group_title,
+    rows_workload,
 )
 from snnbench.render import Table
 from snnbench.render.formats import render
 from snnbench.store.overhead import PROBE_ADAPTERS
 from snnbench.store.storage import Run, with_added_columns
+from snnbench.workload import DEFAULT_KIND, row_workload_class, workload_class
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
 #: a case whose GPU clock fell while it was timed (the warning column says how far, and why)
@@ -40,10 +43,13 @@ NOISE_HINT = (
 #: a case timed while other processes kept this many cores busy (snnbench.host.preflight)
 BUSY_NOTE = "busy machine: other processes used {:.1f} cores while it was timed"
 
+#: the workload whose parameters the wide table shows (every run folder so far holds
+#: ``linear-lif`` cases; :data:`snnbench.records.schema.NETWORK_COLUMNS` reads them the same way)
+_WORKLOAD = workload_class(DEFAULT_KIND)
+
 HEADERS: tuple[str, ...] = (
-    "adapter", "variant", "device", "dtype", "n", "B", "T", "reset", "surrogate", "slope",
-    "detach reset", "bias", "input", "status",
-    "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",
+    "adapter", "variant", "device", "dtype", *(header for _, header in _WORKLOAD.shown_columns),
+    "status", "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",
     "grad cos", "note",
 )
 
@@ -73,8 +79,7 @@ def _num(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
-_ROW_KEYS = ["adapter", "variant", "device", "dtype", "neurons", "batch_size", "time_steps",
-             "reset", "case_id", "environment"]
+_ROW_KEYS = ["adapter", "variant", *CASE_SIZE, "case_id", "environment"]
 
 
 def _ranked_groups(summary: pd.DataFrame) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
@@ -105,11 +110,11 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     message of a non-ok case or the noise warning of an ok one.
     """
     rows: list[tuple[str, ...]] = []
-    for key, group in _ranked_groups(summary):
-        adapter, variant, device, dtype, n, b, t, reset, _, environment = key
-        # a library environment is part of the adapter's name: snntorch@0.9.4
-        adapter = adapter_label(str(adapter), "", str(environment))
+    for _, group in _ranked_groups(summary):
         first = group.iloc[0]
+        # a library environment is part of the adapter's name: snntorch@0.9.4
+        adapter = adapter_label(str(first["adapter"]), "", str(first["environment"]))
+        variant, device, dtype = first["variant"], first["device"], first["dtype"]
         cells: dict[str, str] = {}
         times = group[group["metric"] == "time_s"]
         by_phase = {str(r["phase"]): r for _, r in times.iterrows()}
@@ -124,9 +129,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         note = "; ".join(_notes(group))
         rows.append((
             str(adapter), str(variant), str(device), _with_precision(str(dtype), first),
-            str(n), str(b), str(t),
-            str(reset), str(first["surrogate"]), _num(float(first["surrogate_slope"]), "g"),
-            str(first["detach_reset"]), str(first["bias"]), str(first["input_kind"]),
+            *(_WORKLOAD.cell_text(first[column]) for column, _ in _WORKLOAD.shown_columns),
             str(first["status"]), cells["forward"], cells["backward"],
             cells["step"], mem_text, floor, spike_match_text(float(first["spike_match"])),
             _num(float(first["grad_cosine"]), ".6f"), note,
@@ -172,35 +175,27 @@ def _int(value: Any) -> int | None:
     return int(number) if number is not None else None
 
 
-def _flag(value: Any) -> bool | None:
-    """"true"/"false" (as the summary keeps detach_reset and bias) → a bool; "" → None."""
-    text = str(value).strip().lower()
-    return {"true": True, "false": False}.get(text)
-
-
 def typed_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
     """One record per (adapter, variant, device, case) in :func:`case_rows`' order, typed for
     ``snnbench show --format json``: numbers as numbers (None where absent), units in the
     field names (``step_ms_median``, ``step_peak_mem_mib``), flags as booleans. The schema
     is ``snnbench/schemas/show.schema.json``."""
     out: list[dict[str, Any]] = []
-    for key, group in _ranked_groups(summary):
-        adapter, variant, device, dtype, n, b, t, reset, case_id, environment = key
+    for _, group in _ranked_groups(summary):
         first = group.iloc[0]
+        adapter, variant, environment = first["adapter"], first["variant"], first["environment"]
+        case_id, device, dtype = first["case_id"], first["device"], first["dtype"]
         record: dict[str, Any] = {
             "label": adapter_label(str(adapter), str(variant), str(environment)),
             "adapter": str(adapter), "variant": str(variant),
             "environment": str(environment), "library": str(first["library"]),
             "library_version": str(first["library_version"]),
             "probe": str(adapter) in PROBE_ADAPTERS,
-            "case_id": str(case_id), "device": str(device), "dtype": str(dtype),
+            "case_id": str(case_id), "case": case_text(first),
+            "device": str(device), "dtype": str(dtype),
             "matmul_precision": str(first.get("matmul_precision", "") or "") or "strict",
-            "n": _int(n), "batch_size": _int(b), "time_steps": _int(t),
-            "layers": _int(first["layers"]), "reset": str(reset),
-            "surrogate": str(first["surrogate"]),
-            "surrogate_slope": _float(first["surrogate_slope"]),
-            "detach_reset": _flag(first["detach_reset"]), "bias": _flag(first["bias"]),
-            "input_kind": str(first["input_kind"]),
+            # the network, as the workload types it (show.schema.json names its fields)
+            **row_workload_class(first).typed_params(first),
             "status": str(first["status"]), "message": str(first["message"]),
             "replicates": _int(first["replicates"]),
         }
@@ -239,15 +234,16 @@ def _ratio(value: float) -> str:
 
 
 def reading_order(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows in reading order: group, neurons, adapter (floor last), variant, phase, metric."""
+    """Rows in reading order: group, size (neurons), adapter (floor last), variant, phase,
+    metric."""
     if frame.empty:
         return frame
     keyed = frame.assign(
         _floor=(frame["adapter"] == FLOOR).astype(int),
         _phase=frame["phase"].map(_PHASE_ORDER).fillna(len(_PHASE_ORDER)),
     )
-    order = [*GROUP_COLUMNS, "neurons", "_floor", "adapter", "environment", "variant", "_phase",
-             "metric"]
+    order = [*GROUP_COLUMNS, rows_workload(frame).size_param, "_floor", "adapter", "environment",
+             "variant", "_phase", "metric"]
     return keyed.sort_values(order, kind="stable").drop(columns=["_floor", "_phase"])
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from snnbench.records.contract import adapter_label
-from snnbench.records.schema import FLOOR, GROUP_COLUMNS, group_title
+from snnbench.records.schema import FLOOR, GROUP_COLUMNS, group_title, rows_workload
 from snnbench.store.overhead import is_probe
 
 #: adapters that are not libraries being compared: ours, and the GEMM-only floor
@@ -39,7 +39,8 @@ class TargetCheck:
     """One target at one neuron count of one case group, with the figures behind the verdict."""
 
     group: str
-    neurons: int
+    #: the case's size (the workload's size parameter: the neuron count of Linear+LIF)
+    size: int
     target: str
     value: float
     limit: float
@@ -72,8 +73,9 @@ def check_fused_targets(summary: pd.DataFrame) -> list[TargetCheck]:
         d: dict[str, Any] = {c: group.iloc[0][c] for c in GROUP_COLUMNS}
         title = group_title(d)
         cuda = str(d["device"]).startswith("cuda")
-        for n in sorted(int(x) for x in group["neurons"].unique()):
-            rows = group[group["neurons"] == n]
+        size = rows_workload(group).size_param
+        for n in sorted(int(x) for x in group[size].unique()):
+            rows = group[group[size] == n]
             fused = _best(rows[rows["adapter"] == FUSED])
             if fused is None:
                 continue
@@ -114,7 +116,7 @@ def _time_checks(
 def _memory_check(
     title: str, n: int, memory: pd.DataFrame, d: dict[str, Any]
 ) -> list[TargetCheck]:
-    rows = memory[(memory["neurons"] == n)]
+    rows = memory[(memory[rows_workload(memory).size_param] == n)]
     for col, value in d.items():
         rows = rows[rows[col] == value]
     fused = rows[rows["adapter"] == FUSED]

@@ -18,15 +18,16 @@ from snnbench.records.schema import TIMED_PHASES
 from snnbench.render import Document, Footnotes, Table, count_groups
 from snnbench.report.ranking import CONFIDENCE, CaseRanking
 from snnbench.report.tables import NOISE_HINT, NOISY_NOTE, spike_match_text
+from snnbench.workload import DEFAULT_KIND, workload_class
 
 #: statuses of cases that did not run (for a reason, not a failure): listed apart, grouped
 NOT_RUN: tuple[str, ...] = ("skipped", "unavailable")
 
 #: a column holding one value on every row is shown once, in the table's title
+#: (the case's columns are the workload's: every case verify checks is ``linear-lif``)
 VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "var", "reset", "detach", "n", "T", "B", "L", "dtype", "surrogate", "slope",
-    "bias", "input", "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW",
-    "cos db", "note",
+    "adapter", "var", *(header for _, header in workload_class(DEFAULT_KIND).verify_columns),
+    "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW", "cos db", "note",
 )
 
 
@@ -136,21 +137,10 @@ def _spikes(record: dict[str, Any]) -> str:
 
 
 def case_title(record: dict[str, Any]) -> str:
-    """A case in words: ``n=128 B=16 T=100 float32 reset=zero cpu``, and the rest of the
-    network when the run says it (runs before those columns leave them blank)."""
-    dtype = record["dtype"]
-    if record["matmul_precision"] not in ("", "strict"):
-        dtype += f" {record['matmul_precision']}"
-    label = (f"n={record['n']} B={record['batch_size']} T={record['time_steps']} {dtype} "
-             f"reset={record['reset']} {record['device']}")
-    if record["surrogate"]:
-        slope = record["surrogate_slope"]
-        flags = {key: ("" if record[key] is None else str(record[key]).lower())
-                 for key in ("detach_reset", "bias")}
-        label += (f" {record['surrogate']}(slope {'' if slope is None else f'{slope:g}'}) "
-                  f"detach_reset={flags['detach_reset']} bias={flags['bias']} "
-                  f"input={record['input_kind']}")
-    return label
+    """A case in words, as every table, plot and series names it
+    (:func:`snnbench.records.schema.case_text`: the workload's label, with the network fields that
+    vary in the run): ``cpu float32 n=128 B=16 T=100 L=1 zero · surrogate=atan``."""
+    return str(record["case"])
 
 
 def _run_cells(record: dict[str, Any], best: float | None) -> list[str]:
@@ -346,7 +336,6 @@ def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
     """Display rows for :data:`VERIFY_HEADERS`."""
     rows: list[tuple[str, ...]] = []
     for r in records:
-        spec = r.spec
         eq = r.equivalence or {}
         declared = ""
         if r.exact_dynamics is not None:
@@ -356,11 +345,8 @@ def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
             else:
                 declared = "spikes" if r.exact_dynamics else "neither"
         rows.append((
-            adapter_label(r.adapter, "", r.environment.name), r.variant, spec.reset,
-            "yes" if spec.detach_reset else "no", str(spec.neurons), str(spec.time_steps),
-            str(spec.batch_size), str(spec.layers), spec.dtype, spec.surrogate,
-            f"{spec.surrogate_slope:g}", "yes" if spec.bias else "no", spec.input_kind, r.device,
-            declared, r.status,
+            adapter_label(r.adapter, "", r.environment.name), r.variant,
+            *r.workload.verify_cells(), r.device, declared, r.status,
             spike_match_text(float(eq["spike_match"])) if eq else "",
             "" if not eq else ("none" if eq.get("first_diff_step") is None
                                else str(eq["first_diff_step"])),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from snnbench.records.contract import adapter_label
 from snnbench.records.schema import FLOOR
+from snnbench.workload import row_workload_class
 
 if TYPE_CHECKING:  # imported where used: `list` imports this module (for PROBES) and
     # pandas alone takes a second to import
@@ -48,9 +49,9 @@ class Overhead:
     null_s: float
     #: the smallest median step time of any other ok case on the device (seconds)
     smallest_s: float
-    #: that case's adapter label and neuron count
+    #: that case's adapter label and size in words (``n=64``)
     smallest_label: str
-    smallest_neurons: int
+    smallest_size: str
 
     @property
     def share(self) -> float:
@@ -89,6 +90,7 @@ def harness_overhead(summary: pd.DataFrame) -> list[Overhead]:
             smallest_s=float(smallest["median"]),
             smallest_label=adapter_label(str(smallest["adapter"]), str(smallest["variant"]),
                                          str(smallest.get("environment", "") or "")),
-            smallest_neurons=int(smallest["neurons"]),
+            smallest_size=row_workload_class(smallest).size_text(
+                smallest[row_workload_class(smallest).size_param]),
         ))
     return out

@@ -53,6 +53,7 @@ from snnbench.records.fileio import (
     read_regular,
 )
 from snnbench.records.schema import (
+    CASE_INT_COLUMNS,
     CASE_KEY,
     CASES_DIR,
     HOSTS_DIR,
@@ -61,6 +62,8 @@ from snnbench.records.schema import (
     MANIFEST_FILE,
     NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
+    SAMPLE_INT_COLUMNS,
+    SAMPLE_TEXT_COLUMNS,
     SAMPLES_PARQUET,
     SCHEMA_VERSION,
     SUMMARY_COLUMNS,
@@ -76,16 +79,22 @@ from snnbench.store.storage import (
     Run as Run,  # long imported from here
     label_networks,
     samples_frame,
-    spec_network_columns,
     summary_frame,
     with_added_columns as with_added_columns,  # long imported from here
+    workload_network_columns,
 )
-from snnbench.workload.linear_lif.spec import NetworkSpec
+from snnbench.workload import row_workload_class, workload_from_dict
+from snnbench.workload.base import Work
 
 #: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
 _NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
 #: summary columns that hold text; missing values become "" so comparisons and joins are plain
 _TEXT_SUMMARY = SUMMARY_TEXT_COLUMNS
+
+
+def row_work(row: Mapping[str, object]) -> Work | None:
+    """The least work of a summary row, as its workload counts it (the GPU floor)."""
+    return row_workload_class(row).row_work(row)
 
 
 #: present while the tables may lag the case records: written before a sweep writes its first
@@ -392,7 +401,7 @@ class RunFolder:
         """The summary (and, with ``samples``, the samples table) the case records make, in
         memory: what :meth:`rebuild_tables` writes."""
         records = self.case_records() if records is None else records
-        summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(),
+        summary = roofline.annotate(summary_frame(records, run_id), self._gpu_models(), row_work,
                                     PROBES)
         return summary, (samples_frame(records, run_id) if samples else None)
 
@@ -479,7 +488,8 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
             data = json.loads(path.read_text(encoding="utf-8"))
             case_id = str(data["case_id"])
             if case_id in wanted and case_id not in specs:
-                specs[case_id] = spec_network_columns(NetworkSpec.from_dict(data["spec"]))
+                specs[case_id] = workload_network_columns(
+                    workload_from_dict(data["spec"], data.get("kind")))
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue
     if not specs:
@@ -497,13 +507,12 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
 
 
 #: the numbers of a case: every row has them (a failed case too), whole and positive
-_CASE_SIZES = ("neurons", "batch_size", "time_steps", "layers")
+_CASE_SIZES = CASE_INT_COLUMNS
 #: what one timed row of the summary is: one case (its key, its spec's hash and the network
 #: fields beyond the key), phase and metric; a failed case may have several rows (one per
 #: distinct failure), without a phase
-_ROW_IDENTITY = tuple(dict.fromkeys((
-    *CASE_KEY, "case_id", "surrogate", "surrogate_slope", "detach_reset", "bias", "input_kind",
-    "matmul_precision", "phase", "metric")))
+_ROW_IDENTITY = tuple(dict.fromkeys((*CASE_KEY, "case_id", *NETWORK_COLUMNS, "phase",
+                                     "metric")))
 
 
 def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) -> None:
@@ -609,7 +618,7 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
                                  for v in summary["allow_mismatch"]]
     summary = label_networks([_with_network_columns(summary, root / CASES_DIR)])[0]
     # computed anew on every read: an older folder gets the columns, a corrected peak applies
-    summary = roofline.annotate(summary, roofline.gpu_models(manifest), PROBES)
+    summary = roofline.annotate(summary, roofline.gpu_models(manifest), row_work, PROBES)
 
     sample_frame: pd.DataFrame | None = None
     if raw_samples is not None:
@@ -620,10 +629,8 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
         sample_frame = sample_frame.copy()
         _normalise(
             sample_frame,
-            ("neurons", "batch_size", "time_steps", "layers", "sample_index", "value",
-             "replicate"),
-            ("run_id", "adapter", "variant", "case_id", "device", "dtype", "reset", "phase",
-             "metric", "unit", "environment"),
+            (*SAMPLE_INT_COLUMNS, "value"),
+            SAMPLE_TEXT_COLUMNS,
         )
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 

@@ -45,6 +45,7 @@ from snnbench.records.schema import (
     NETWORK,
     NETWORK_COLUMNS,
     SAMPLE_COLUMNS,
+    SAMPLE_INT_COLUMNS,
     SUMMARY_BOOL_COLUMNS,
     SUMMARY_COLUMNS,
     SUMMARY_FLOAT_COLUMNS,
@@ -61,21 +62,18 @@ from snnbench.store.stats import (
     summarize,
     within_spread,
 )
-from snnbench.workload.linear_lif.spec import NetworkSpec
+from snnbench.workload import Workload
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:
-    spec = record.spec
+    workload = record.workload
+    cells = workload.cells(workload.params())
     return {
         "adapter": record.adapter,
         "variant": record.variant,
         "device": record.device,
-        "dtype": spec.dtype,
-        "neurons": spec.neurons,
-        "batch_size": spec.batch_size,
-        "time_steps": spec.time_steps,
-        "layers": spec.layers,
-        "reset": spec.reset,
+        # the case's size in words: the workload's key columns (dtype, neurons... reset)
+        **{column: cells[column] for column in workload.key_columns},
         "environment": record.environment.name,
     }
 
@@ -178,28 +176,18 @@ def _base_columns(record: CaseRecord, run_id: str, group: list[CaseRecord]) -> d
 
 
 def network_columns(record: CaseRecord) -> dict[str, Any]:
-    """The spec fields beyond the case's size (:data:`~snnbench.records.schema.NETWORK_COLUMNS`), as
-    the summary stores them."""
-    return spec_network_columns(record.spec)
+    """The workload's parameters beyond the case's size
+    (:data:`~snnbench.records.schema.NETWORK_COLUMNS`), as the summary stores them."""
+    return workload_network_columns(record.workload)
 
 
-def spec_network_columns(spec: NetworkSpec) -> dict[str, Any]:
-    """The network columns of ``spec``: surrogate and slope, detached reset and bias
-    ("true"/"false"), input kind, matmul precision, beta, threshold, input spread and rate,
-    seed (as text: "" is how a run that did not say reads)."""
-    return {
-        "surrogate": spec.surrogate,
-        "surrogate_slope": spec.surrogate_slope,
-        "detach_reset": str(spec.detach_reset).lower(),
-        "bias": str(spec.bias).lower(),
-        "input_kind": spec.input_kind,
-        "matmul_precision": spec.matmul_precision,
-        "beta": spec.beta,
-        "threshold": spec.threshold,
-        "input_std": spec.input_std,
-        "input_rate": spec.input_rate,
-        "seed": str(spec.seed),
-    }
+def workload_network_columns(workload: Workload) -> dict[str, Any]:
+    """The network columns of ``workload``, as the summary stores them
+    (:meth:`~snnbench.workload.Workload.cells`: for Linear+LIF the surrogate and slope, the
+    detached reset and bias as "true"/"false", input kind, matmul precision, beta, threshold,
+    input spread and rate, the seed as text: "" is how a run that did not say reads)."""
+    cells = workload.cells(workload.params())
+    return {column: cells[column] for column in workload.network_columns()}
 
 
 def varying_network(frames: Sequence[pd.DataFrame]) -> list[str]:
@@ -355,7 +343,7 @@ def samples_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
                     )
     frame = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype("float64")
-    for col in ("neurons", "batch_size", "time_steps", "layers", "sample_index", "replicate"):
+    for col in SAMPLE_INT_COLUMNS:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
     return frame
 

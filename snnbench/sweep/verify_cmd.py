@@ -73,15 +73,15 @@ def run_verification(
     tasks, _ = build_environments(tasks, config.run, notify)
     if request.dump_dir is not None:
         request.dump_dir.mkdir(parents=True, exist_ok=True)
-    largest = max((task.spec.neurons for task in tasks), default=0)
+    largest = max((task.workload.size for task in tasks), default=0)
     records: list[CaseRecord] = []
     # SIGKILL leaves the folder behind: it names its owner, and the next verify removes it
     with scratch_folder(SCRATCH_PREFIX) as tmp:
         for index, task in enumerate(tasks, start=1):
             if console is not None:
                 label = adapter_label(task.adapter, task.variant, task.environment.name)
-                console.print(f"  [{index}/{len(tasks)}] {label} "
-                              f"reset={task.spec.reset} n={task.spec.neurons}", highlight=False)
+                console.print(f"  [{index}/{len(tasks)}] {label} {task.workload.label}",
+                              highlight=False)
             record = _check(task, config, entries, request, largest, tmp)
             if record.status == "error" and record.message.startswith(DUMP_NOT_WRITTEN):
                 # the disk's failure, not the adapter's: said as such (exit 2), never as a
@@ -109,7 +109,7 @@ def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
            largest: int, tmp: Path) -> CaseRecord:
     dump_path = ""
-    if request.dump_dir is not None and task.spec.neurons == largest:
+    if request.dump_dir is not None and task.workload.size == largest:
         detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
         env = f"@{task.environment.name}" if task.environment.name else ""
         # a config's cases may differ in any field: its case id keeps their dumps apart

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, ClassVar
 
@@ -26,6 +27,15 @@ from snnbench.errors import UserError, shown
 
 #: the kind of a job or record that names none (everything written before kinds existed)
 DEFAULT_KIND = "linear-lif"
+
+
+
+@dataclass(frozen=True)
+class Work:
+    """The least work one iteration of a phase must do."""
+
+    flops: float
+    bytes: float
 
 
 class WorkloadError(UserError, ValueError):
@@ -46,8 +56,29 @@ class Workload(ABC):
     version: ClassVar[int] = 1
     #: the parameter on the x axis of a scaling plot (``neurons``)
     size_param: ClassVar[str] = ""
+    #: the words under that axis (``neurons (n)``)
+    size_axis: ClassVar[str] = ""
+    #: the size's short name, a table's column header (``n``)
+    size_symbol: ClassVar[str] = ""
+    #: the parameter that stacks the network deeper (``layers``; "" for a kind without one):
+    #: the x axis of the time-per-layer plot
+    depth_param: ClassVar[str] = ""
     #: the parameters shown as table columns, in their order
     columns: ClassVar[tuple[str, ...]] = ()
+    #: the first of :attr:`columns`, that the summary's key lists beside the device (the
+    #: case's size in words); the others are the network beyond it
+    key_columns: ClassVar[tuple[str, ...]] = ()
+    #: the columns holding integers, and those holding floats; the others hold text
+    int_columns: ClassVar[tuple[str, ...]] = ()
+    float_columns: ClassVar[tuple[str, ...]] = ()
+    #: how a column beyond :attr:`key_columns` reads in a label when it varies between the
+    #: cases read together (``surrogate={}``), in :attr:`columns` order
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the parameters the wide table of a run (``show``) lists after the dtype, with their
+    #: headers: ``(("neurons", "n"), ("batch_size", "B"), ...)``
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the parameters ``verify``'s table lists, with their headers (``reset``, ``n``...)
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: how a case reads in words, from its table row: (column, format) in order, joined by
     #: spaces (:meth:`row_label`); the device, a column of every row, is one of them
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -61,9 +92,10 @@ class Workload(ABC):
         """Short stable hash of the parameters: two rows with equal case_id ran the same case."""
 
     @property
-    @abstractmethod
     def label(self) -> str:
-        """The case in words, e.g. ``n=512 B=16 T=500 L=1 float32 subtract``."""
+        """The case in words, as a table row of it reads less its device (:meth:`row_label`
+        of its parameters), e.g. ``float32 n=512 B=16 T=500 L=1 subtract``."""
+        return self.row_label(self.cells(self.params()))
 
     @abstractmethod
     def params(self) -> dict[str, Any]:
@@ -103,15 +135,93 @@ class Workload(ABC):
         return " ".join(_parts(row, cls.label_parts, columns))
 
     @classmethod
-    def group_label(cls, row: Any) -> str:
+    def group_label(cls, row: Any, without: Iterable[str] = ()) -> str:
         """The group of cases of ``row`` bar their size, e.g. ``cpu, float32, B=16, T=100,
-        layers=1, reset=zero``."""
-        return ", ".join(_parts(row, cls.group_parts, None))
+        layers=1, reset=zero`` (less the parameters ``without``)."""
+        left = set(without)
+        return ", ".join(_parts(row, tuple(p for p in cls.group_parts if p[0] not in left),
+                                None))
+
+    @classmethod
+    def group_slug(cls, row: Any, without: Iterable[str] = ()) -> str:
+        """The group of ``row`` as a file-name part: :attr:`label_parts` bar the size (and
+        ``without``), without their ``=``, joined by ``-`` (``cpu-float32-B16-T100-L1-zero``)."""
+        left = {cls.size_param, *without}
+        parts = tuple((column, fmt.replace("=", "")) for column, fmt in cls.label_parts
+                      if column not in left)
+        return "-".join(_parts(row, parts, None))
+
+    @classmethod
+    def size_text(cls, value: Any) -> str:
+        """A size in words, as the label writes it (``n=64`` for 64 or 64.0): the format
+        :attr:`label_parts` gives :attr:`size_param`, else ``<size_param>=<value>``."""
+        fmt = dict(cls.label_parts).get(cls.size_param, f"{cls.size_param}={{}}")
+        return fmt.format(_value_text(value))
+
+    @classmethod
+    def network_columns(cls) -> tuple[str, ...]:
+        """:attr:`columns` beyond :attr:`key_columns`: the rest of the network."""
+        return tuple(c for c in cls.columns if c not in cls.key_columns)
+
+    @classmethod
+    def cells(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The table cells of ``params``, one per :attr:`columns`: a number of
+        :attr:`int_columns` or :attr:`float_columns` as it is, a flag as "true"/"false",
+        anything else as text ("" is how a run that did not say reads)."""
+        out: dict[str, Any] = {}
+        for column in cls.columns:
+            value = params[column]
+            if column in cls.int_columns or column in cls.float_columns:
+                out[column] = value
+            elif isinstance(value, bool):
+                out[column] = str(value).lower()
+            else:
+                out[column] = str(value)
+        return out
+
+    @staticmethod
+    def cell_text(value: Any) -> str:
+        """A table cell as the tables write it: ``64`` for 64.0, ``0.5``, "" for a missing
+        value."""
+        return _value_text(value)
+
+    @classmethod
+    def row_work(cls, row: Mapping[str, object]) -> Work | None:
+        """The least work one iteration of a timed summary row's phase must do (dense FLOPs,
+        bytes moved), against which a GPU row's time is judged possible
+        (:mod:`snnbench.records.roofline`); None: this kind has no model (no roofline)."""
+        return None
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The parameters of a summary row as typed JSON (``show --format json``): by
+        default every column, a number as a number and None where absent."""
+        out: dict[str, Any] = {}
+        for column in cls.columns:
+            value = row[column]
+            if column in cls.int_columns:
+                out[column] = json_int(value)
+            elif column in cls.float_columns:
+                out[column] = json_float(value)
+            else:
+                out[column] = str(value)
+        return out
+
+    def verify_cells(self) -> tuple[str, ...]:
+        """This case's cells under :attr:`verify_columns`: a flag as yes/no, a float as
+        ``4`` or ``0.5``, anything else as text."""
+        params = self.params()
+        return tuple(_check_text(params[column]) for column, _ in self.verify_columns)
 
     @property
     def size(self) -> Any:
         """The value of :attr:`size_param`."""
         return self.params()[self.size_param]
+
+    @property
+    def size_label(self) -> str:
+        """This case's size in words (``n=64``): what a progress line names it by."""
+        return self.size_text(self.size)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"kind": ..., **params}``: the tagged form a job or a record could hold whole."""
@@ -129,6 +239,34 @@ def _value_text(value: Any) -> str:
     if isinstance(value, Integral) and not isinstance(value, bool):
         return str(int(value))
     return str(value)
+
+
+def _check_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def json_float(value: Any) -> float | None:
+    """A finite float, else None (JSON's null)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def json_int(value: Any) -> int | None:
+    """A whole number, else None (JSON's null)."""
+    number = json_float(value)
+    return int(number) if number is not None else None
+
+
+def json_flag(value: Any) -> bool | None:
+    """"true"/"false" (as a summary keeps a flag) → a bool; "" → None."""
+    return {"true": True, "false": False}.get(str(value).strip().lower())
 
 
 def _parts(row: Any, parts: tuple[tuple[str, str], ...],

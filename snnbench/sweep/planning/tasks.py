@@ -20,7 +20,7 @@ from snnbench.store.overhead import NULL
 from snnbench.sweep.config import RunConfig, RunSettings
 from snnbench.sweep.planning.messages import NotifyCallback, environment_line
 from snnbench.sweep.planning.selection import select_adapters
-from snnbench.workload import LinearLif
+from snnbench.workload import DEFAULT_KIND, Workload, workload_class
 from snnbench.workload.linear_lif.spec import NetworkSpec
 
 #: the adapter a sweep over every library runs first in each case (plain PyTorch)
@@ -42,6 +42,12 @@ class Task:
     def key(self) -> str:
         return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
                         self.environment.name)
+
+    @property
+    def workload(self) -> Workload:
+        """What the case computes: its spec as a workload (a config plans ``linear-lif``
+        networks, the default kind), whose label and size name it in progress lines."""
+        return workload_class(DEFAULT_KIND).from_stored(self.spec)
 
 
 def resolve_device(device: str) -> str:
@@ -106,7 +112,7 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
     def honoured(variant: str) -> bool:
         try:
-            workload = LinearLif(spec)
+            workload = workload_class(DEFAULT_KIND).from_stored(spec)
             reason = (Adapter.reason_skipped(adapter, workload, device, variant) if overlay
                       else adapter.reason_skipped(workload, device, variant))
         except Exception:  # decided by the case's own row, as before
@@ -118,8 +124,9 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
 def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> list[Task]:
     """``tasks`` with one ``null`` task (the harness-overhead probe) per device, at the
-    smallest case (fewest n·n·B·T·layers), placed first among that case's tasks; unchanged
-    when the sweep already runs ``null`` on that device or no ``null`` adapter is installed."""
+    smallest case (fewest operations, the workload's count: n·n·B·T·layers), placed first
+    among that case's tasks; unchanged when the sweep already runs ``null`` on that device or
+    no ``null`` adapter is installed."""
     if NULL not in entries:
         return tasks
     out = list(tasks)
@@ -127,7 +134,7 @@ def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> 
         mine = [t for t in out if t.device == device]
         if any(t.adapter == NULL for t in mine):
             continue
-        smallest = min(mine, key=lambda t: LinearLif(t.spec).operations())
+        smallest = min(mine, key=lambda t: t.workload.operations())
         out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
     return out
 

@@ -16,7 +16,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from snnbench.workload.base import Knobs, Workload, WorkloadError, register
+from snnbench.workload.base import (
+    Knobs,
+    Work,
+    Workload,
+    WorkloadError,
+    json_flag,
+    json_float,
+    json_int,
+    register,
+)
 from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
 from snnbench.workload.linear_lif.spec import (
     FP32_MATMUL_PRECISIONS,
@@ -27,7 +36,7 @@ from snnbench.workload.linear_lif.spec import (
     NetworkSpec,
     make_case_data,
 )
-from snnbench.workload.linear_lif.synops import firing_rate, synops_per_step
+from snnbench.workload.linear_lif.synops import firing_rate, phase_work, synops_per_step
 
 KIND = "linear-lif"
 
@@ -58,7 +67,31 @@ class LinearLif(Workload):
     kind: ClassVar[str] = KIND
     version: ClassVar[int] = 1
     size_param: ClassVar[str] = "neurons"
+    size_axis: ClassVar[str] = "neurons (n)"
+    depth_param: ClassVar[str] = "layers"
+    size_symbol: ClassVar[str] = "n"
     columns: ClassVar[tuple[str, ...]] = (*SIZE_COLUMNS, *NETWORK_COLUMNS)
+    key_columns: ClassVar[tuple[str, ...]] = SIZE_COLUMNS
+    int_columns: ClassVar[tuple[str, ...]] = ("neurons", "batch_size", "time_steps", "layers")
+    float_columns: ClassVar[tuple[str, ...]] = (
+        "surrogate_slope", "beta", "threshold", "input_std", "input_rate")
+    #: the matmul precision reads by its value alone (``amp-bf16``)
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("surrogate", "surrogate={}"), ("surrogate_slope", "slope={}"),
+        ("detach_reset", "detach_reset={}"), ("bias", "bias={}"), ("input_kind", "input={}"),
+        ("matmul_precision", "{}"), ("beta", "beta={}"), ("threshold", "threshold={}"),
+        ("input_std", "input_std={}"), ("input_rate", "input_rate={}"), ("seed", "seed={}"),
+    )
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("neurons", "n"), ("batch_size", "B"), ("time_steps", "T"), ("reset", "reset"),
+        ("surrogate", "surrogate"), ("surrogate_slope", "slope"),
+        ("detach_reset", "detach reset"), ("bias", "bias"), ("input_kind", "input"),
+    )
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("reset", "reset"), ("detach_reset", "detach"), ("neurons", "n"), ("time_steps", "T"),
+        ("batch_size", "B"), ("layers", "L"), ("dtype", "dtype"), ("surrogate", "surrogate"),
+        ("surrogate_slope", "slope"), ("bias", "bias"), ("input_kind", "input"),
+    )
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
         ("device", "{}"), ("dtype", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
         ("time_steps", "T={}"), ("layers", "L={}"), ("reset", "{}"),
@@ -81,13 +114,42 @@ class LinearLif(Workload):
 
     @property
     def label(self) -> str:
-        """``n=512 B=16 T=500 L=1 float32 subtract`` (the matmul precision appended when it is
-        not ``strict``)."""
-        return self.spec.label
+        """``float32 n=512 B=16 T=500 L=1 subtract``: a table row's words less the device,
+        with the matmul precision as a network column says it (``... subtract · amp-bf16``)
+        when it is not ``strict``."""
+        text = super().label
+        precision = self.spec.matmul_precision
+        return text if precision == "strict" else f"{text} · {precision}"
 
     def params(self) -> dict[str, Any]:
         """Every field of the spec (the ``spec`` of a job and a record)."""
         return self.spec.to_dict()
+
+    @classmethod
+    def row_work(cls, row: Mapping[str, object]) -> Work:
+        """The dense matrix products and weight traffic of the row's phase
+        (:func:`snnbench.workload.linear_lif.synops.phase_work`: 2·n² per sample, step and layer
+        forward)."""
+        def whole(column: str) -> int:
+            return int(float(row[column]))  # type: ignore[arg-type]
+
+        return phase_work(str(row["phase"]), whole("neurons"), whole("batch_size"),
+                          whole("time_steps"), whole("layers"), str(row.get("dtype", "float32")))
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The network of a summary row as ``show --format json`` writes it (its schema,
+        ``snnbench/schemas/show.schema.json``, a public contract): the neuron count as
+        ``n``, the numbers as numbers, the flags as booleans, None where the run did not say
+        (the dtype and matmul precision are written beside, as every kind has them)."""
+        return {
+            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
+            "time_steps": json_int(row["time_steps"]), "layers": json_int(row["layers"]),
+            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
+            "surrogate_slope": json_float(row["surrogate_slope"]),
+            "detach_reset": json_flag(row["detach_reset"]), "bias": json_flag(row["bias"]),
+            "input_kind": str(row["input_kind"]),
+        }
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LinearLif:
@@ -136,6 +198,44 @@ class LinearLif(Workload):
         return {
             "firing_rate": [firing_rate(list(result.spikes))],
             "synops_per_step": [synops_per_step(data.inputs, list(result.spikes), self.spec)],
+        }
+
+    # -- the reference and a check's arrays, as files keep them ------------------------------
+    def reference_arrays(self, result: ReferenceResult) -> dict[str, FloatArray]:
+        """The reference as named arrays, layer by layer (``spikes_0``, ``grad_w_0``,
+        ``grad_b_0``...): what a kept reference file holds beside its spec."""
+        arrays: dict[str, FloatArray] = {}
+        for name, group in (("spikes", result.spikes), ("grad_w", result.grad_weights),
+                            ("grad_b", result.grad_biases)):
+            arrays.update({f"{name}_{i}": a for i, a in enumerate(group)})
+        return arrays
+
+    def reference_from_arrays(self, arrays: Mapping[str, Any]) -> ReferenceResult | None:
+        """Inverse of :meth:`reference_arrays`; None when an array is missing or not of this
+        case's shape (a damaged or foreign file). Reading ``arrays`` may raise: the caller
+        takes that as no file."""
+        layers = range(self.spec.layers)
+        spikes = tuple(np.asarray(arrays[f"spikes_{i}"], dtype=np.float32) for i in layers)
+        grad_w = tuple(np.asarray(arrays[f"grad_w_{i}"], dtype=np.float32) for i in layers)
+        grad_b = tuple(np.asarray(arrays[f"grad_b_{i}"], dtype=np.float32) for i in layers)
+        n, shape = self.spec.neurons, self.spec.input_shape()
+        if (any(s.shape != shape for s in spikes) or any(g.shape != (n, n) for g in grad_w)
+                or any(g.shape != (n,) for g in grad_b)):
+            return None
+        return ReferenceResult(spikes=spikes, grad_weights=grad_w, grad_biases=grad_b)
+
+    def dump_arrays(self, data: CaseData, spikes: Any, grad_weights: Sequence[Any],
+                    grad_biases: Sequence[Any]) -> dict[str, FloatArray]:
+        """What ``verify --dump`` writes of one check (a public file format): the first
+        layer's input, weight and bias, the adapter's spikes, and its first layer's
+        gradients."""
+        return {
+            "input": data.inputs,
+            "weight": data.weights[0],
+            "bias": data.biases[0],
+            "spikes": np.asarray(spikes, dtype=np.float32),
+            "grad_weight": np.asarray(grad_weights[0], dtype=np.float32),
+            "grad_bias": np.asarray(grad_biases[0], dtype=np.float32),
         }
 
     # -- gradients by name -----------------------------------------------------------------

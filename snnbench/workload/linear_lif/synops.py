@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from snnbench.workload.base import Work
+
 if TYPE_CHECKING:
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
@@ -204,3 +206,26 @@ def synops_per_step(inputs: Array, layer_spikes: Sequence[Array], spec: NetworkS
     distribution and have no zeros, so every active input costs the full fan-out.
     """
     return synops(inputs, layer_spikes, [spec.neurons] * spec.layers).per_step
+
+
+#: bytes per element of the weights, by dtype (the weight traffic of a phase)
+DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def phase_work(phase: str, neurons: int, batch_size: int, time_steps: int, layers: int,
+               dtype: str) -> Work:
+    """The dense matrix-product FLOPs and the weight traffic of one iteration of ``phase``
+    (``forward``, ``backward`` or ``step`` = both) of the canonical network."""
+    gemm = 2.0 * neurons * neurons * batch_size * time_steps
+    weights = float(neurons * neurons * DTYPE_BYTES.get(dtype, 4))
+    # the weight gradient is kept in the weights' dtype at least
+    forward = Work(layers * gemm, layers * weights)
+    # every layer's weight gradient; the input gradient of every layer but the first
+    backward = Work((2 * layers - 1) * gemm, 2 * layers * weights)
+    if phase == "forward":
+        return forward
+    if phase == "backward":
+        return backward
+    if phase == "step":
+        return Work(forward.flops + backward.flops, forward.bytes + backward.bytes)
+    raise ValueError(f"no work model for phase {phase!r}")
