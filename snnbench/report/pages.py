@@ -8,8 +8,8 @@ from
 :mod:`snnbench.report.tables` and is re-exported here.
 
 Tables are :class:`snnbench.render.Table` models; the page (a
-:class:`~snnbench.export.ReportPage`) is drawn by every format of the exporter registry that
-draws one (:mod:`snnbench.export`: Markdown and HTML).
+:class:`~snnbench.report.export.ReportPage`) is drawn by every format of the exporter registry that
+draws one (:mod:`snnbench.report.export`: Markdown and HTML).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from snnbench.export import EXPORTERS, ReportPage
 from snnbench.records import schema
 from snnbench.records.contract import adapter_label
 from snnbench.records.metrics import METRICS, format_bytes, format_seconds, format_value
@@ -32,6 +31,7 @@ from snnbench.records.roofline import IMPOSSIBLE_NOTE, impossible_rows
 from snnbench.records.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title, rows_workload
 from snnbench.render import Table
 from snnbench.report import plots, speedups, targets
+from snnbench.report.export import EXPORTERS, ReportPage
 from snnbench.report.tables import case_text, format_table, reading_order, summary_table
 from snnbench.store.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
 from snnbench.store.rundir import load_run
