@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from snnbench.workload.linear_lif import LinearLif, LinearLifKnobs
 from snnbench.workload.linear_lif.spec import (
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
@@ -75,24 +76,19 @@ class Capabilities:
     verifiable: bool = True
 
     def reason_unsupported(self, spec: NetworkSpec, device: str) -> str | None:
-        """The first spec field this adapter cannot honour, as a ``skipped`` message, or None."""
-        checks: list[tuple[str, Any, tuple[Any, ...]]] = [
-            ("device", device, self.devices),
-            ("dtype", spec.dtype, self.dtypes),
-            ("reset mode", spec.reset, self.resets),
-            ("surrogate", spec.surrogate, self.surrogates),
-            ("detach_reset", spec.detach_reset, self.detach_reset),
-            ("bias", spec.bias, self.bias),
-            ("input kind", spec.input_kind, self.input_kinds),
-            ("matmul precision", spec.matmul_precision, self.matmul_precisions),
-        ]
-        for what, value, allowed in checks:
-            if value not in allowed:
-                shown = ", ".join(str(a) for a in allowed) or "none"
-                return f"{what} {value!r} not supported (supports: {shown})"
-        if self.max_layers is not None and spec.layers > self.max_layers:
-            return f"layers={spec.layers} not supported (at most {self.max_layers})"
-        return None
+        """The first spec field this adapter cannot honour, as a ``skipped`` message, or None:
+        the device, then the ``linear-lif`` knobs' own rule (one rule for both API versions)."""
+        if device not in self.devices:
+            shown = ", ".join(str(a) for a in self.devices) or "none"
+            return f"device {device!r} not supported (supports: {shown})"
+        return self.knobs().reason_unsupported(LinearLif(spec))
+
+    def knobs(self) -> LinearLifKnobs:
+        """These network fields as the plugin API v2's ``linear-lif`` knobs."""
+        return LinearLifKnobs(
+            dtypes=self.dtypes, resets=self.resets, surrogates=self.surrogates,
+            detach_reset=self.detach_reset, bias=self.bias, input_kinds=self.input_kinds,
+            matmul_precisions=self.matmul_precisions, max_layers=self.max_layers)
 
 
 class Model(ABC):

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from snnbench import adapter as v1, plugin as v2
-from snnbench.workload import LinearLif, LinearLifKnobs, Workload
+from snnbench.workload import LinearLif, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 from snnbench.workload.linear_lif.spec import FloatArray
 
@@ -40,12 +40,8 @@ def implementation(adapter: AnyAdapter) -> object:
 
 def capabilities_v2(old: v1.Capabilities) -> v2.Capabilities:
     """Version-1 capabilities as version 2: its network fields are the ``linear-lif`` knobs."""
-    knobs = LinearLifKnobs(
-        dtypes=old.dtypes, resets=old.resets, surrogates=old.surrogates,
-        detach_reset=old.detach_reset, bias=old.bias, input_kinds=old.input_kinds,
-        matmul_precisions=old.matmul_precisions, max_layers=old.max_layers)
     return v2.Capabilities(
-        workloads={LINEAR_LIF: knobs}, devices=old.devices,
+        workloads={LINEAR_LIF: old.knobs()}, devices=old.devices,
         exact_dynamics=old.exact_dynamics, exact_gradient=old.exact_gradient,
         approximation_note=old.approximation_note, verifiable=old.verifiable)
 
