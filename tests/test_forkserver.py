@@ -98,7 +98,7 @@ def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
 
 
 def test_start_is_checked() -> None:
-    assert ExecutorSettings().start == "spawn"  # fork is opt-in (docs/executors.md)
+    assert ExecutorSettings().start == "auto"  # fork where safe (docs/executors.md)
     assert ExecutorSettings(start="spawn").to_dict()["start"] == "spawn"
     assert ExecutorSettings.from_dict({"start": "fork"}).start == "fork"
     with pytest.raises(ExecutorError, match="start must be one of auto, fork, spawn"):
