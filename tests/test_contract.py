@@ -174,3 +174,27 @@ def test_a_record_carries_its_workload_kind_and_an_untagged_one_is_linear_lif(
         CaseRecord.from_dict({**data, "kind": "transformer"}, source="r.json")
     with pytest.raises(UserError, match="kind: unknown workload kind"):
         Job.from_dict({**job.to_dict(), "kind": "transformer"})
+
+
+def test_a_workers_age_is_read_on_the_kernels_clock_since_boot(tmp_path: Path) -> None:
+    """The ``start`` overhead: process start (clock ticks since boot) to now (/proc/uptime),
+    to the hundredth; psutil's boot time in whole seconds overstated it by up to a second."""
+    import os
+
+    from snnbench.measure.worker import process_age_s
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    # a command name with a space and a parenthesis, as the kernel writes it
+    fields = ["S", "1", *["0"] * 17, str(10 * ticks), "0"]
+    stat.write_text(f"4242 (my (odd) name) {' '.join(fields)}\n")
+    uptime = tmp_path / "uptime"
+    uptime.write_text("10.25 3.00\n")
+    assert process_age_s(str(stat), str(uptime)) == pytest.approx(0.25)
+    uptime.write_text("9.00 3.00\n")  # never negative
+    assert process_age_s(str(stat), str(uptime)) == 0.0
+    # this process: unreadable files fall back to psutil; either way a plausible age
+    age = process_age_s()
+    assert age is not None and 0.0 <= age < 24 * 3600
+    fallback = process_age_s(str(tmp_path / "missing"), str(uptime))
+    assert fallback is not None and fallback >= 0.0

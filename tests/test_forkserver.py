@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -97,7 +98,7 @@ def test_killing_a_forking_sweep_leaves_no_zygote_and_no_child(
 
 
 def test_start_is_checked() -> None:
-    assert ExecutorSettings().start == "spawn"  # fork is opt-in (docs/executors.md)
+    assert ExecutorSettings().start == "auto"  # fork where safe (docs/executors.md)
     assert ExecutorSettings(start="spawn").to_dict()["start"] == "spawn"
     assert ExecutorSettings.from_dict({"start": "fork"}).start == "fork"
     with pytest.raises(ExecutorError, match="start must be one of auto, fork, spawn"):
@@ -171,3 +172,105 @@ def test_a_library_environment_forks_from_a_zygote_of_its_own_interpreter(
     assert records["fake-lib@2.0"].library_version == "2.0"
     assert records["fake-lib@2.0"].packages["snnbench-fakelib"] == "2.0"
     assert "snnbench-fakelib" not in records["fake-ok"].packages
+
+
+# -- the rare hang of an interrupted forking sweep ---------------------------------------------
+def _fake_ok_job(timeout_s: float = 120.0) -> Job:
+    return Job(adapter="fake-ok", variant="default", device="cpu",
+               spec=NetworkSpec(neurons=8, batch_size=2, time_steps=5), timeout_s=timeout_s,
+               prepare_timeout_s=300.0)
+
+
+def test_an_interrupt_just_after_a_worker_exit_arrived_stops_the_launcher(
+        fake_plugins: Path, tmp_path: Path, process_tag: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C raised between the receipt of the forked worker's exit message and its use (a
+    signal handler raises wherever the main thread is): the message is gone, and the launcher,
+    killing and reaping the worker, must not wait forever for it (it asks the zygote again)."""
+    import snnbench.executors.forkserver as forkserver
+
+    monkeypatch.setenv(TAG_VAR, process_tag)
+    real_receive = forkserver.receive
+    fired: list[dict[str, object]] = []
+
+    def receive(sock: object, timeout_s: float | None) -> tuple[dict[str, object] | None,
+                                                                list[int]]:
+        message, fds = real_receive(sock, timeout_s)  # type: ignore[arg-type]
+        if message is not None and "exited" in message and not fired:
+            fired.append(message)
+            for fd in fds:
+                os.close(fd)
+            raise KeyboardInterrupt  # what SIGINT's handler raises at this very point
+        return message, fds
+
+    monkeypatch.setattr("snnbench.executors.forkserver.receive", receive)
+    zygotes = Zygotes()
+    folder = tmp_path / "jobs" / "ok"
+    folder.mkdir(parents=True)
+    outcome: list[str] = []
+
+    def launch() -> None:
+        try:
+            run_worker(_fake_ok_job().with_result_in(folder), folder,
+                       tmp_path / "logs" / "ok.log", zygotes=zygotes)
+            outcome.append("returned")
+        except KeyboardInterrupt:
+            outcome.append("interrupted")
+
+    thread = threading.Thread(target=launch, daemon=True)
+    thread.start()
+    try:
+        thread.join(120)
+        assert fired, "the forked worker's exit never arrived"
+        assert outcome == ["interrupted"], \
+            "the launcher still waits for the exit message it had already received"
+    finally:
+        zygotes.close()  # without the fix: closes the socket the launcher waits on
+        thread.join(30)
+    assert wait_until_gone(process_tag) == []
+
+
+def test_a_zygote_closed_before_its_child_has_a_session_kills_that_child(
+        fake_plugins: Path, tmp_path: Path, process_tag: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep stops while a just-forked child has not made its own session yet (held there
+    by a ``sitecustomize`` that delays ``os.setsid``): its group does not exist yet, and the
+    zygote must still kill it (by pid) and end by itself, not wait for the case to end."""
+    from snnbench.host.lifeline import PARENT_PID_VAR
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    # only the forked child calls os.setsid (Popen's new session is made in C)
+    (hooks / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "_setsid = os.setsid\n"
+        "def _late_setsid():\n"
+        "    open(os.environ['HOLD_MARK'], 'w').close()\n"
+        "    time.sleep(120)\n"
+        "    return _setsid()\n"
+        "os.setsid = _late_setsid\n")
+    mark = tmp_path / "held"
+    env = {**os.environ, TAG_VAR: process_tag, PARENT_PID_VAR: str(os.getpid()),
+           "HOLD_MARK": str(mark),
+           "PYTHONPATH": os.pathsep.join([str(hooks), str(FAKE_PLUGIN_DIR)])}
+    folder = tmp_path / "jobs" / "ok"
+    folder.mkdir(parents=True)
+    job = _fake_ok_job().with_result_in(folder)
+    job.write(folder / "job.json")
+    zygotes = Zygotes()
+    try:
+        with open(tmp_path / "child.log", "wb") as log:
+            child = zygotes.fork(sys.executable, "fake-ok", env, (), str(folder / "job.json"),
+                                 log.fileno(), 300.0)
+        assert not isinstance(child, str), child
+        deadline = time.monotonic() + 60
+        while not mark.exists():
+            assert time.monotonic() < deadline, "the child never reached os.setsid"
+            time.sleep(0.05)
+        zygote = child._zygote
+    finally:
+        zygotes.close()
+    # it ended by itself (its socket closed) after killing its child, not SIGKILLed by the
+    # sweep after waiting for it
+    assert zygote.proc.returncode == 0, zygote.proc.returncode
+    assert wait_until_gone(process_tag) == []

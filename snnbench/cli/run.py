@@ -89,8 +89,9 @@ def run(
     start: Annotated[str | None, typer.Option(
         help="local: how each case's fresh worker process starts: fork (from a parent that "
         "imported the case's library once per sweep and touched no device), spawn (a new "
-        "interpreter per case, importing its library each time; the default) or auto (fork on "
-        "Linux). Every row records which.", rich_help_panel=EXEC_PANEL)] = None,
+        "interpreter per case, importing its library each time) or auto (fork on Linux where "
+        "the parent found it safe, else spawn; the default). Every row records which.",
+        rich_help_panel=EXEC_PANEL)] = None,
     partition: Annotated[str | None, typer.Option(
         help="slurm: partition.", rich_help_panel=EXEC_PANEL)] = None,
     account: Annotated[str | None, typer.Option(

@@ -108,6 +108,9 @@ class ForkedProcess:
         self.pid = pid
         self.args = zygote.argv
         self.returncode: int | None = None
+        #: an interrupt (Ctrl-C's handler raises wherever the main thread is) may have landed
+        #: after a message was received and before it was used: then ask the zygote again
+        self._ask = False
 
     def poll(self) -> int | None:
         """The exit code once the child has ended, else None."""
@@ -120,8 +123,23 @@ class ForkedProcess:
         code, negative for a signal, as ``Popen.wait`` gives it."""
         if self.returncode is not None:
             return self.returncode
+        try:
+            return self._wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise
+        except BaseException:
+            self._ask = True
+            raise
+
+    def _wait(self, timeout: float | None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self._ask and not self._zygote.broken:
+                # the exit may have been received by a wait that was interrupted before it
+                # could use it: the zygote says it again (it keeps the child until reaped)
+                with contextlib.suppress(OSError):
+                    send(self._zygote.sock, {"poll": self.pid})
+                self._ask = False
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 message, fds = receive(self._zygote.sock, left)
@@ -176,6 +194,9 @@ class Zygote:
         except OSError as exc:
             ours.close()
             return f"the zygote could not start: {exc}"
+        except BaseException:  # interrupted while starting it: it ends when it sees no socket
+            ours.close()
+            raise
         finally:
             theirs.close()
         zygote = cls(argv, proc, ours)
@@ -237,12 +258,22 @@ class Zygote:
         except (OSError, TimeoutError, ValueError) as exc:
             self.broken = f"the zygote stopped answering: {exc}"
             return None
+        except BaseException:
+            # interrupted between the request and its answer: a child may run that nobody
+            # here knows of; ending the zygote ends it (the sweep is stopping anyway)
+            self.broken = "interrupted while forking"
+            self.close()
+            raise
+
+    def hang_up(self) -> None:
+        """Close its socket: the zygote kills its children and exits."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
     def close(self) -> None:
         """End the zygote: closing its socket makes it kill its children and exit; SIGKILL
         (its process group) if it has not within a few seconds."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        self.hang_up()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -325,5 +356,7 @@ class Zygotes:
         with self._lock:
             zygotes = [z for z in self._zygotes.values() if isinstance(z, Zygote)]
             self._zygotes.clear()
+        for zygote in zygotes:  # all told at once: they end side by side, not one by one
+            zygote.hang_up()
         for zygote in zygotes:
             zygote.close()

@@ -7,8 +7,9 @@
     jobs = 1                  # local: CPU cases side by side, each on its own cores
     gpus = []                 # local: GPUs (NVML index or UUID), one case per GPU at a time
     bind_cpus = false         # local --gpus: pin each case to the CPUs nearest its GPU
-    start = "spawn"           # local: spawn a new interpreter per case (default), or fork
-                              # each case from a pre-imported parent (fork; auto: where safe)
+    start = "auto"            # local: fork each case from a pre-imported parent where it is
+                              # safe (auto, the default; fork: insist), or spawn a new
+                              # interpreter per case
 
     [executor.NAME]           # the settings of executor NAME (its plugin's settings_type)
 
@@ -114,16 +115,16 @@ class ExecutorSettings:
     jobs: int
     gpus: tuple[str, ...]
     bind_cpus: bool
-    #: local: "fork" (each case forked from a zygote that imported its library once), "spawn"
-    #: (a new interpreter per case: the default until a rare hang of an interrupted forking
-    #: sweep under load is understood) or "auto" (fork where it is safe)
+    #: local: "auto" (the default: fork where it is safe, else spawn), "fork" (each case
+    #: forked from a zygote that imported its library once; refused where this machine cannot)
+    #: or "spawn" (a new interpreter per case)
     start: str
     #: (executor name, its settings object), by name
     tables: tuple[tuple[str, Any], ...]
 
     def __init__(self, name: str = "local", jobs: int = 1, gpus: tuple[str, ...] = (),
                  bind_cpus: bool = False, tables: Mapping[str, Any] | None = None,
-                 start: str = "spawn", **by_name: Any) -> None:
+                 start: str = "auto", **by_name: Any) -> None:
         given = {key: value for key, value in {**dict(tables or {}), **by_name}.items()
                  if not _is_default(value)}
         object.__setattr__(self, "name", name)

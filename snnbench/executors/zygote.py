@@ -86,18 +86,20 @@ def guard() -> int:
 def run_child(job_path: str, log_fd: int, sock: socket.socket, zygote: int) -> int:
     """In the forked child: become a worker as the launcher would have started it, then run
     the case; the worker's exit code."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the worker installs its own
+    # tied to the zygote before anything else: until os.setsid below, this child has no
+    # process group of its own for a stop to kill, and the zygote may be SIGKILLed meanwhile
+    lifeline.set_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != zygote:  # the zygote died while forking: so does its child
+        return 1
     os.setsid()  # a session leader, as a spawned worker: a timeout kills its whole group
     sock.close()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the worker installs its own
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(devnull)
     os.close(log_fd)
-    lifeline.set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != zygote:  # the zygote died while forking: so does its child
-        return 1
     numpy = sys.modules.get("numpy")
     if numpy is not None:  # its global generator, seeded afresh as in a new process
         numpy.random.seed()
@@ -145,7 +147,7 @@ def serve(sock: socket.socket, parent: int) -> None:
     """Fork a child per request until the socket closes or the parent changes; then kill the
     children still running and reap them all."""
     running: dict[int, int] = {}  # pid -> its pidfd (-1 where none)
-    ended: set[int] = set()
+    ended: dict[int, int] = {}  # pid -> exit code, until the launcher lets it be reaped
     me = os.getpid()
     try:
         while os.getppid() == parent:
@@ -158,7 +160,7 @@ def serve(sock: socket.socket, parent: int) -> None:
                     fd = running.pop(pid)
                     if fd >= 0:
                         os.close(fd)
-                    ended.add(pid)
+                    ended[pid] = code
                     forkserver.send(sock, {"exited": pid, "returncode": code})
             if sock not in ready:
                 continue
@@ -167,10 +169,14 @@ def serve(sock: socket.socket, parent: int) -> None:
                 return
             if "reap" in message:
                 pid = int(message["reap"])
-                if pid in ended:
-                    ended.discard(pid)
+                if ended.pop(pid, None) is not None:
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(pid, 0)
+            elif "poll" in message:
+                # the launcher may have lost the exit message (interrupted as it arrived)
+                pid = int(message["poll"])
+                if pid in ended:
+                    forkserver.send(sock, {"exited": pid, "returncode": ended[pid]})
             elif "run" in message and passed:
                 pid = fork_child(str(message["run"]), passed[0], sock, me)
                 for fd in passed:
@@ -188,6 +194,10 @@ def serve(sock: socket.socket, parent: int) -> None:
         for pid in [*running, *ended]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+            # and the child itself: one forked a moment ago has no group of its own yet
+            # (killpg finds none), and waiting for it would wait for its whole case
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
@@ -216,4 +226,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # no interpreter shutdown: collecting a library's heap and running its exit hooks took
+    # seconds under load while a stopping sweep waited for its zygotes (nothing of a case
+    # was ever here to write out)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
