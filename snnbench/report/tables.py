@@ -137,6 +137,11 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     return rows
 
 
+def case_table(summary: pd.DataFrame) -> Table:
+    """:func:`case_rows` under :data:`HEADERS`, as a table an exporter draws."""
+    return Table(list(HEADERS), [list(r) for r in case_rows(summary)])
+
+
 def _notes(group: pd.DataFrame) -> list[str]:
     """The notes of one row of :func:`case_rows`: the case's message, then for an ok case
     whether it was noisy, throttled or timed on a busy machine; a phase measured below its

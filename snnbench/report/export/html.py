@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 
-from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table
 from snnbench.report.export.base import (
     GOALS_NOTE,
@@ -16,7 +15,7 @@ from snnbench.report.export.base import (
     ReportPage,
     RunResult,
 )
-from snnbench.report.tables import HEADERS, case_rows
+from snnbench.report.tables import case_table
 
 
 class Html(Exporter):
@@ -26,8 +25,7 @@ class Html(Exporter):
     suffix = "html"
 
     def run(self, result: RunResult) -> str:
-        table = Table(list(HEADERS), [list(r) for r in case_rows(result.run.summary)])
-        return html_table(table) + "\n"
+        return html_table(case_table(result.run.summary)) + "\n"
 
     def report(self, result: ReportPage) -> str:
         return report_html(result)

@@ -12,7 +12,6 @@ from snnbench.gate.compare_output import (
     rule_line,
 )
 from snnbench.gate.verdict import Comparison
-from snnbench.render import Table
 from snnbench.render.formats import markdown
 from snnbench.report.export.base import (
     GOALS_NOTE,
@@ -23,7 +22,7 @@ from snnbench.report.export.base import (
     RunResult,
 )
 from snnbench.report.ranking import rank_run
-from snnbench.report.tables import HEADERS, case_rows
+from snnbench.report.tables import case_table
 from snnbench.report.views import answer_lines
 
 
@@ -35,7 +34,7 @@ class Markdown(Exporter):
 
     def run(self, result: RunResult) -> str:
         run = result.run
-        table = markdown(Table(list(HEADERS), [list(r) for r in case_rows(run.summary)]))
+        table = markdown(case_table(run.summary))
         if not result.page:
             return table + "\n"
         lines = answer_lines(rank_run(run))
