@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.plugin import Model
+from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
@@ -179,7 +179,7 @@ def _from_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
     return value
 
 
-class HaikuGraphModel(Model):
+class HaikuGraphModel(V1Model):
     """The compiled haiku graph, timed as :class:`JaxModel` times a Linear+LIF network; its
     gradients by ``node.field`` in the graph's layouts."""
 
@@ -231,37 +231,10 @@ class HaikuGraphModel(Model):
             return []
 
         # the Linear+LIF model's timing machinery; strict float32 matmuls (the default spec)
-        self._inner = JaxModel(transformed.apply, params, x, dev, NetworkSpec(), catch)
-
-    def forward(self) -> Any:
-        return self._inner.forward()
-
-    def backward(self, handle: Any) -> None:
-        self._inner.backward(handle)
-
-    def step(self) -> Any:
-        return self._inner.step()
-
-    def zero_grad(self) -> None:
-        self._inner.zero_grad()
-
-    def synchronize(self) -> None:
-        self._inner.synchronize()
-
-    def spikes(self, handle: Any) -> FloatArray:
-        return self._inner.spikes(handle)
-
-    def timer_kind(self) -> str | None:
-        return self._inner.timer_kind()
-
-    def peak_memory_bytes(self) -> int | None:
-        return self._inner.peak_memory_bytes()
-
-    def close(self) -> None:
-        self._inner.close()
+        super().__init__(JaxModel(transformed.apply, params, x, dev, NetworkSpec(), catch))
 
     def gradients(self) -> Mapping[str, Any]:
-        self._inner.gradients()  # hands the gradient tree to catch()
+        self.legacy.gradients()  # hands the gradient tree to catch()
         tree = self._caught[0]
         out: dict[str, FloatArray] = {}
         for name, node, field in self._fields:
