@@ -189,25 +189,16 @@ class HaikuGraphModel(V1Model):
 
         graph, dyn = data.graph, workload.dynamics
         ops: dict[str, Callable[[Any], Any]] = {}
-        order = [(name, graph.predecessors(name)) for name, _ in graph.nodes
-                 if name != graph.input]
 
-        def network(x: Any) -> Any:
-            values = {graph.input: x}
-            for name, preds in order:
-                node = graph.node(name)
-                h = values[preds[0]]
-                for src in preds[1:]:
-                    h = h + values[src]
-                if isinstance(node, Output):
-                    values[name] = h
-                elif node.stateful:
-                    values[name] = ops.setdefault(name, _neuron(node, dyn))(h)
-                else:
-                    values[name] = _stateless(name, node)(h)
-            return values[graph.output]
+        def apply(name: str, h: Any) -> Any:
+            node = graph.node(name)
+            if isinstance(node, Output):
+                return h
+            if node.stateful:
+                return ops.setdefault(name, _neuron(node, dyn))(h)
+            return _stateless(name, node)(h)
 
-        transformed: Any = hk.without_apply_rng(hk.transform(network))
+        transformed: Any = hk.without_apply_rng(hk.transform(graph.feed_forward(apply)))
         dev = jax_device(device)
         self._fields = [(name, node, field) for name, node in graph.nodes
                         for field in node.trainable]

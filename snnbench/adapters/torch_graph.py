@@ -216,18 +216,11 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str,
         else:
             own = {field: parameters[f"{name}.{field}"] for field in node.trainable}
             ops[name] = _stateless_op(node, own)
-    order = [(name, graph.predecessors(name)) for name, _ in graph.nodes if name != graph.input]
 
-    def network(inp: Tensor) -> Tensor:
-        values = {graph.input: inp}
-        for name, preds in order:
-            x = values[preds[0]]
-            for src in preds[1:]:
-                x = x + values[src]
-            values[name] = ops[name](x) if name in ops else x
-        return values[graph.output]
+    def apply(name: str, x: Tensor) -> Tensor:
+        return ops[name](x) if name in ops else x
 
-    return network, parameters
+    return graph.feed_forward(apply), parameters
 
 
 class TorchGraphModel(OnTorchDevice, Model):
