@@ -16,7 +16,6 @@ from typing import Any
 from snnbench import adapter as v1, plugin as v2
 from snnbench.workload import LinearLif, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
-from snnbench.workload.linear_lif.spec import FloatArray
 
 #: an adapter of either version, and its class
 AnyAdapter = v1.Adapter | v2.Adapter
@@ -50,47 +49,16 @@ def _not_linear_lif(workload: Workload) -> str:
     return f"workload kind {workload.kind!r} not supported (supports: {LINEAR_LIF})"
 
 
-class LegacyModel(v2.Model):
+class LegacyModel(v2.V1Model):
     """A version-1 model whose gradients are read by name."""
 
     def __init__(self, model: v1.Model, workload: LinearLif) -> None:
-        self.legacy = model
+        super().__init__(model)
         self._workload = workload
-
-    def forward(self) -> Any:
-        return self.legacy.forward()
-
-    def backward(self, handle: Any) -> None:
-        self.legacy.backward(handle)
-
-    def step(self) -> Any:
-        # the model's own step (it may fuse forward and backward)
-        return self.legacy.step()
-
-    def zero_grad(self) -> None:
-        self.legacy.zero_grad()
-
-    def synchronize(self) -> None:
-        self.legacy.synchronize()
-
-    def spikes(self, handle: Any) -> FloatArray:
-        return self.legacy.spikes(handle)
 
     def gradients(self) -> Mapping[str, Any]:
         grad_weights, grad_biases = self.legacy.gradients()
         return self._workload.gradients_by_name(grad_weights, grad_biases)
-
-    def peak_memory_bytes(self) -> int | None:
-        return self.legacy.peak_memory_bytes()
-
-    def reset_peak_memory(self) -> None:
-        self.legacy.reset_peak_memory()
-
-    def close(self) -> None:
-        self.legacy.close()
-
-    def timer_kind(self) -> str | None:
-        return self.legacy.timer_kind()
 
 
 class LegacyAdapter(v2.Adapter):

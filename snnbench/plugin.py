@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from snnbench import adapter as v1
 from snnbench.adapter import Framework, distribution_version, import_or_unavailable
 from snnbench.workload import Knobs, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
@@ -147,6 +148,46 @@ class Model(ABC):
         """The timer the harness should use (``host``, ``cuda-event``, ``jax-block``), or None
         for the framework's default."""
         return None
+
+
+class V1Model(Model):
+    """A model that hands every call to a version-1 model, :attr:`legacy` (a v1 plugin's model
+    seen through this API, or a graph timed by a Linear+LIF model's machinery); only
+    :meth:`gradients`, named the way the workload names them, is the subclass's."""
+
+    def __init__(self, legacy: v1.Model) -> None:
+        self.legacy = legacy
+
+    def forward(self) -> Any:
+        return self.legacy.forward()
+
+    def backward(self, handle: Any) -> None:
+        self.legacy.backward(handle)
+
+    def step(self) -> Any:
+        # the model's own step (it may fuse forward and backward)
+        return self.legacy.step()
+
+    def zero_grad(self) -> None:
+        self.legacy.zero_grad()
+
+    def synchronize(self) -> None:
+        self.legacy.synchronize()
+
+    def spikes(self, handle: Any) -> FloatArray:
+        return self.legacy.spikes(handle)
+
+    def peak_memory_bytes(self) -> int | None:
+        return self.legacy.peak_memory_bytes()
+
+    def reset_peak_memory(self) -> None:
+        self.legacy.reset_peak_memory()
+
+    def close(self) -> None:
+        self.legacy.close()
+
+    def timer_kind(self) -> str | None:
+        return self.legacy.timer_kind()
 
 
 class Adapter(ABC):

@@ -138,7 +138,23 @@ def to_numpy(t: torch.Tensor) -> FloatArray:
 SCALER_SETTLE_PASSES = 24
 
 
-class TorchModel(Model):
+class OnTorchDevice:
+    """What every torch model does alike, the Linear+LIF ones (:class:`TorchModel`) and the
+    NIR graph's: wait for its ``device``, read spikes back as numpy."""
+
+    device: torch.device
+
+    def synchronize(self) -> None:
+        """Wait for the work queued on the device (nothing to wait for on the CPU)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def spikes(self, handle: Any) -> FloatArray:
+        """The spikes ``handle`` holds, as a numpy array."""
+        return to_numpy(handle)
+
+
+class TorchModel(OnTorchDevice, Model):
     """Times ``network(x)`` where ``network`` maps time-major (T, B, n) input to (T, B, n) spikes.
 
     ``linears`` are the network's Linear layers (for gradients). Adapters whose library wants
@@ -207,12 +223,6 @@ class TorchModel(Model):
         for p in self.linears.parameters():
             p.grad = None
 
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def spikes(self, handle: torch.Tensor) -> FloatArray:
-        return to_numpy(handle)
 
     def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
         grad_w: list[FloatArray] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.plugin import Model
+from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
@@ -179,7 +179,7 @@ def _from_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
     return value
 
 
-class HaikuGraphModel(Model):
+class HaikuGraphModel(V1Model):
     """The compiled haiku graph, timed as :class:`JaxModel` times a Linear+LIF network; its
     gradients by ``node.field`` in the graph's layouts."""
 
@@ -189,25 +189,16 @@ class HaikuGraphModel(Model):
 
         graph, dyn = data.graph, workload.dynamics
         ops: dict[str, Callable[[Any], Any]] = {}
-        order = [(name, graph.predecessors(name)) for name, _ in graph.nodes
-                 if name != graph.input]
 
-        def network(x: Any) -> Any:
-            values = {graph.input: x}
-            for name, preds in order:
-                node = graph.node(name)
-                h = values[preds[0]]
-                for src in preds[1:]:
-                    h = h + values[src]
-                if isinstance(node, Output):
-                    values[name] = h
-                elif node.stateful:
-                    values[name] = ops.setdefault(name, _neuron(node, dyn))(h)
-                else:
-                    values[name] = _stateless(name, node)(h)
-            return values[graph.output]
+        def apply(name: str, h: Any) -> Any:
+            node = graph.node(name)
+            if isinstance(node, Output):
+                return h
+            if node.stateful:
+                return ops.setdefault(name, _neuron(node, dyn))(h)
+            return _stateless(name, node)(h)
 
-        transformed: Any = hk.without_apply_rng(hk.transform(network))
+        transformed: Any = hk.without_apply_rng(hk.transform(graph.feed_forward(apply)))
         dev = jax_device(device)
         self._fields = [(name, node, field) for name, node in graph.nodes
                         for field in node.trainable]
@@ -231,37 +222,10 @@ class HaikuGraphModel(Model):
             return []
 
         # the Linear+LIF model's timing machinery; strict float32 matmuls (the default spec)
-        self._inner = JaxModel(transformed.apply, params, x, dev, NetworkSpec(), catch)
-
-    def forward(self) -> Any:
-        return self._inner.forward()
-
-    def backward(self, handle: Any) -> None:
-        self._inner.backward(handle)
-
-    def step(self) -> Any:
-        return self._inner.step()
-
-    def zero_grad(self) -> None:
-        self._inner.zero_grad()
-
-    def synchronize(self) -> None:
-        self._inner.synchronize()
-
-    def spikes(self, handle: Any) -> FloatArray:
-        return self._inner.spikes(handle)
-
-    def timer_kind(self) -> str | None:
-        return self._inner.timer_kind()
-
-    def peak_memory_bytes(self) -> int | None:
-        return self._inner.peak_memory_bytes()
-
-    def close(self) -> None:
-        self._inner.close()
+        super().__init__(JaxModel(transformed.apply, params, x, dev, NetworkSpec(), catch))
 
     def gradients(self) -> Mapping[str, Any]:
-        self._inner.gradients()  # hands the gradient tree to catch()
+        self.legacy.gradients()  # hands the gradient tree to catch()
         tree = self._caught[0]
         out: dict[str, FloatArray] = {}
         for name, node, field in self._fields:

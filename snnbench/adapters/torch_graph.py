@@ -44,9 +44,8 @@ from snnbench.workload.graph.reference import (
     membrane_coefficients,
     synapse_coefficients,
 )
-from snnbench.workload.linear_lif.spec import FloatArray
 
-from ._torch_common import surrogate_derivative, to_numpy
+from ._torch_common import OnTorchDevice, surrogate_derivative, to_numpy
 
 #: what the plain PyTorch builder honours of a graph case: every node kind snnbench reads,
 #: every surrogate, both resets and both discretisations (float32 only)
@@ -217,21 +216,14 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str,
         else:
             own = {field: parameters[f"{name}.{field}"] for field in node.trainable}
             ops[name] = _stateless_op(node, own)
-    order = [(name, graph.predecessors(name)) for name, _ in graph.nodes if name != graph.input]
 
-    def network(inp: Tensor) -> Tensor:
-        values = {graph.input: inp}
-        for name, preds in order:
-            x = values[preds[0]]
-            for src in preds[1:]:
-                x = x + values[src]
-            values[name] = ops[name](x) if name in ops else x
-        return values[graph.output]
+    def apply(name: str, x: Tensor) -> Tensor:
+        return ops[name](x) if name in ops else x
 
-    return network, parameters
+    return graph.feed_forward(apply), parameters
 
 
-class TorchGraphModel(Model):
+class TorchGraphModel(OnTorchDevice, Model):
     """A graph built by :func:`build_graph_network`, timed as any other model: the loss is the
     sum of the Output node's value."""
 
@@ -254,13 +246,6 @@ class TorchGraphModel(Model):
     def zero_grad(self) -> None:
         for p in self.parameters.values():
             p.grad = None
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def spikes(self, handle: Any) -> FloatArray:
-        return to_numpy(handle)
 
     def close(self) -> None:
         if self._on_close is not None:

@@ -10,14 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress, TaskID
 
 from snnbench import __version__
 from snnbench.cli import output
@@ -39,9 +32,7 @@ class _ProbeProgress:
         what = (f"probing {self.total} adapter{'s' if self.total != 1 else ''}, each library "
                 "in its own process (kept for the next list)")
         if output.err_console.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(),
-                                 console=output.err_console, transient=True)
+            self._bar = output.progress_bar("{task.description}", eta=False, transient=True)
             self._bar.start()
             self._task = self._bar.add_task(what, total=self.total)
         else:

@@ -11,6 +11,15 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -39,3 +48,13 @@ def set_color(mode: str) -> None:
     options = modes[mode]
     console = Console(**options)
     err_console = Console(stderr=True, **options)
+
+
+def progress_bar(description: str, *, eta: bool, transient: bool) -> Progress:
+    """A progress bar on stderr: ``description`` (a column format), the bar, done/total and
+    the time elapsed, with ``eta`` the time left too; ``transient``: gone once stopped."""
+    columns: list[ProgressColumn] = [TextColumn(description), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("ETA"), TimeRemainingColumn()]
+    return Progress(*columns, console=err_console, transient=transient)

@@ -10,15 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 from rich.padding import Padding
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import TaskID
 from rich.text import Text
 
 from snnbench.cli import output
@@ -249,9 +241,7 @@ def run(
 
     # the bar starts with the first case: an error before it (a bad selection, an --out that
     # is not empty) stays one line on stderr
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                        TimeRemainingColumn(), console=output.err_console, transient=False)
+    progress = output.progress_bar("[bold]{task.description}", eta=True, transient=False)
     bars: list[TaskID] = []
 
     def on_progress(event: str, index: int, total: int, task: Job,

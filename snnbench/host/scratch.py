@@ -16,15 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+from snnbench.host.lifeline import alive
 
 
 def remove_stale(prefix: str, root: Path | None = None) -> list[Path]:
@@ -48,7 +40,7 @@ def remove_stale(prefix: str, root: Path | None = None) -> list[Path]:
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
             continue
         pid = int(pid_text)
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or alive(pid):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)

@@ -32,6 +32,7 @@ from snnbench.render.formats import render
 from snnbench.store.overhead import PROBE_ADAPTERS
 from snnbench.store.storage import Run, with_added_columns
 from snnbench.workload import DEFAULT_KIND, row_workload_class, workload_class
+from snnbench.workload.base import json_float, json_int
 
 NOISY_NOTE = "noisy (IQR > 10% of the median)"
 #: a case whose GPU clock fell while it was timed (the warning column says how far, and why)
@@ -137,6 +138,11 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     return rows
 
 
+def case_table(summary: pd.DataFrame) -> Table:
+    """:func:`case_rows` under :data:`HEADERS`, as a table an exporter draws."""
+    return Table(list(HEADERS), [list(r) for r in case_rows(summary)])
+
+
 def _notes(group: pd.DataFrame) -> list[str]:
     """The notes of one row of :func:`case_rows`: the case's message, then for an ok case
     whether it was noisy, throttled or timed on a busy machine; a phase measured below its
@@ -161,20 +167,6 @@ def _notes(group: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _float(value: Any) -> float | None:
-    """A finite float, else None (JSON's null)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _int(value: Any) -> int | None:
-    number = _float(value)
-    return int(number) if number is not None else None
-
-
 def typed_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
     """One record per (adapter, variant, device, case) in :func:`case_rows`' order, typed for
     ``snnbench show --format json``: numbers as numbers (None where absent), units in the
@@ -197,24 +189,24 @@ def typed_rows(summary: pd.DataFrame) -> list[dict[str, Any]]:
             # the network, as the workload types it (show.schema.json names its fields)
             **row_workload_class(first).typed_params(first),
             "status": str(first["status"]), "message": str(first["message"]),
-            "replicates": _int(first["replicates"]),
+            "replicates": json_int(first["replicates"]),
         }
         times = group[group["metric"] == "time_s"]
         by_phase = {str(r["phase"]): r for _, r in times.iterrows()}
         for phase in TIMED_PHASES:
             row = by_phase.get(phase)
             for stat in ("median", "iqr", "ci99_low", "ci99_high"):
-                value = None if row is None else _float(row[stat])
+                value = None if row is None else json_float(row[stat])
                 record[f"{phase}_ms_{stat}"] = None if value is None else value * 1e3
-            record[f"{phase}_samples"] = None if row is None else _int(row["n_samples"])
+            record[f"{phase}_samples"] = None if row is None else json_int(row["n_samples"])
         mem = group[(group["metric"] == "peak_mem_bytes") & (group["phase"] == "step")]
-        mem_bytes = _float(mem["median"].iloc[0]) if not mem.empty else None
+        mem_bytes = json_float(mem["median"].iloc[0]) if not mem.empty else None
         record["step_peak_mem_mib"] = None if mem_bytes is None else mem_bytes / 2**20
-        record["step_floor_ratio"] = (_float(by_phase["step"]["floor_ratio"])
+        record["step_floor_ratio"] = (json_float(by_phase["step"]["floor_ratio"])
                                       if "step" in by_phase else None)
-        record["spike_match_fraction"] = _float(first["spike_match"])
-        record["grad_cosine"] = _float(first["grad_cosine"])
-        record["busy_cores"] = _float(first["busy_cores"])
+        record["spike_match_fraction"] = json_float(first["spike_match"])
+        record["grad_cosine"] = json_float(first["grad_cosine"])
+        record["busy_cores"] = json_float(first["busy_cores"])
         record["notes"] = _notes(group)
         out.append(record)
     return out

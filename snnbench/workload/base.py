@@ -296,6 +296,16 @@ class Knobs(ABC):
         message, or None."""
 
 
+def first_unsupported(checks: Iterable[tuple[str, Any, tuple[Any, ...]]]) -> str | None:
+    """For knobs' :meth:`~Knobs.reason_unsupported`: the first ``(what, value, allowed)`` whose
+    value is not allowed, as a ``skipped`` message, or None."""
+    for what, value, allowed in checks:
+        if value not in allowed:
+            shown = ", ".join(str(a) for a in allowed) or "none"
+            return f"{what} {value!r} not supported (supports: {shown})"
+    return None
+
+
 _KINDS: dict[str, type[Workload]] = {}
 
 

@@ -94,6 +94,43 @@ class ReportPage:
     headline: Table
 
 
+@dataclass(frozen=True)
+class Block:
+    """One headed table of the report page, drawn alike by every format that draws a page:
+    a heading, a note, the table (None: it has no rows, and the page says "None.")."""
+
+    title: str
+    table: Table | None
+    note: str = ""
+    #: the heading's anchor (HTML's ``id``)
+    anchor: str = ""
+    #: a heading that warns (HTML's ``class="bad"``)
+    bad: bool = False
+
+
+def opening_blocks(page: ReportPage) -> list[Block]:
+    """The blocks above the plots: who is fastest at each n, when anyone is."""
+    if not page.headline.rows:
+        return []
+    return [Block("Fastest at each n", page.headline, HEADLINE_NOTE, anchor="fastest")]
+
+
+def closing_blocks(page: ReportPage) -> list[Block]:
+    """The blocks below the plots, in page order; the optional ones only when they have
+    rows."""
+    blocks = [Block("Timing", page.timing)]
+    if page.metrics.rows:
+        blocks.append(Block("Other metrics per case", page.metrics))
+    blocks.append(Block("Cases that did not finish ok",
+                        page.problems if page.problems.rows else None, bad=True))
+    if page.warns.rows:
+        blocks.append(Block("Measurement warnings", page.warns))
+    blocks.append(Block("Environment", page.env))
+    if page.goals.rows:
+        blocks.append(Block("Fused backend against its targets", page.goals, GOALS_NOTE))
+    return blocks
+
+
 #: the kinds of result, and the :class:`Exporter` method that draws each
 Result = RunResult | Comparison | ReportPage
 KINDS: Final[dict[type, str]] = {RunResult: "run", Comparison: "comparison",

@@ -6,17 +6,17 @@ from __future__ import annotations
 import base64
 import html
 
-from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table
 from snnbench.report.export.base import (
-    GOALS_NOTE,
-    HEADLINE_NOTE,
     PIVOT_NOTE,
+    Block,
     Exporter,
     ReportPage,
     RunResult,
+    closing_blocks,
+    opening_blocks,
 )
-from snnbench.report.tables import HEADERS, case_rows
+from snnbench.report.tables import case_table
 
 
 class Html(Exporter):
@@ -26,8 +26,7 @@ class Html(Exporter):
     suffix = "html"
 
     def run(self, result: RunResult) -> str:
-        table = Table(list(HEADERS), [list(r) for r in case_rows(result.run.summary)])
-        return html_table(table) + "\n"
+        return html_table(case_table(result.run.summary)) + "\n"
 
     def report(self, result: ReportPage) -> str:
         return report_html(result)
@@ -35,9 +34,7 @@ class Html(Exporter):
 
 def report_html(page: ReportPage) -> str:
     """``report.html``: the report page, self-contained."""
-    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
-    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
-    goals, overhead = page.goals, page.overhead
+    run, status_line, sections, overhead = page.run, page.status_line, page.sections, page.overhead
     esc = html.escape
     trust = "".join(f'<li class="bad"><strong>{esc(line)}</strong></li>' if bad
                     else f"<li>{esc(line)}</li>" for bad, line in page.trust)
@@ -46,9 +43,7 @@ def report_html(page: ReportPage) -> str:
             f"<h2>How far to trust this report</h2><ul>{trust}</ul>",
             f"<p>Cases: {esc(status_line)}.</p>",
             *(f"<p>{esc(line)}</p>" for line in overhead)]
-    if page.headline.rows:
-        body += ['<h2 id="fastest">Fastest at each n</h2>', f"<p>{esc(HEADLINE_NOTE)}</p>",
-                 html_table(page.headline)]
+    body += [_block(b) for b in opening_blocks(page)]
     if not sections:
         body.append("<p>No case finished ok: there is nothing to plot.</p>")
     for title, images, pivot in sections:
@@ -59,15 +54,13 @@ def report_html(page: ReportPage) -> str:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             body.append(f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">'
                         f"<figcaption>{esc(caption)}</figcaption></figure>")
-    body += ["<h2>Timing</h2>", html_table(timing)]
-    if metrics.rows:
-        body += ["<h2>Other metrics per case</h2>", html_table(metrics)]
-    body.append('<h2 class="bad">Cases that did not finish ok</h2>')
-    body.append(html_table(problems) if problems.rows else "<p>None.</p>")
-    if warns.rows:
-        body += ["<h2>Measurement warnings</h2>", html_table(warns)]
-    body += ["<h2>Environment</h2>", html_table(env)]
-    if goals.rows:
-        body += ["<h2>Fused backend against its targets</h2>", f"<p>{esc(GOALS_NOTE)}</p>",
-                 html_table(goals)]
+    body += [_block(b) for b in closing_blocks(page)]
     return html_page(f"snnbench report {run.run_id}", "".join(body))
+
+
+def _block(block: Block) -> str:
+    attrs = f' id="{block.anchor}"' if block.anchor else ""
+    attrs += ' class="bad"' if block.bad else ""
+    note = f"<p>{html.escape(block.note)}</p>" if block.note else ""
+    table = html_table(block.table) if block.table is not None else "<p>None.</p>"
+    return f"<h2{attrs}>{html.escape(block.title)}</h2>{note}{table}"

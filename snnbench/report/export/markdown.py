@@ -12,18 +12,18 @@ from snnbench.gate.compare_output import (
     rule_line,
 )
 from snnbench.gate.verdict import Comparison
-from snnbench.render import Table
 from snnbench.render.formats import markdown
 from snnbench.report.export.base import (
-    GOALS_NOTE,
-    HEADLINE_NOTE,
     PIVOT_NOTE,
+    Block,
     Exporter,
     ReportPage,
     RunResult,
+    closing_blocks,
+    opening_blocks,
 )
 from snnbench.report.ranking import rank_run
-from snnbench.report.tables import HEADERS, case_rows
+from snnbench.report.tables import case_table
 from snnbench.report.views import answer_lines
 
 
@@ -35,7 +35,7 @@ class Markdown(Exporter):
 
     def run(self, result: RunResult) -> str:
         run = result.run
-        table = markdown(Table(list(HEADERS), [list(r) for r in case_rows(run.summary)]))
+        table = markdown(case_table(run.summary))
         if not result.page:
             return table + "\n"
         lines = answer_lines(rank_run(run))
@@ -83,17 +83,15 @@ def comparison_markdown(cmp: Comparison) -> str:
 
 def report_markdown(page: ReportPage) -> str:
     """``report.md``: the report page, its plots linked relative to the page's folder."""
-    run, status_line, env, sections = page.run, page.status_line, page.env, page.sections
-    timing, metrics, problems, warns = page.timing, page.metrics, page.problems, page.warns
-    goals, overhead, out = page.goals, page.overhead, page.out
+    run, status_line, sections, overhead = page.run, page.status_line, page.sections, page.overhead
     parts = [f"# snnbench report: {run.run_id}", "",
              *(f"> **{line}**\n" for line in page.alerts),
              "## How far to trust this report", "",
              *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust), "",
              f"Cases: {status_line}.", "",
              *(f"{line}  " for line in overhead), ""]
-    if page.headline.rows:
-        parts += ["## Fastest at each n", "", HEADLINE_NOTE, "", markdown(page.headline), ""]
+    for block in opening_blocks(page):
+        parts += _block(block)
     if not sections:
         parts += ["No case finished ok: there is nothing to plot.", ""]
     for title, images, pivot in sections:
@@ -101,16 +99,13 @@ def report_markdown(page: ReportPage) -> str:
         if pivot.rows:
             parts += [PIVOT_NOTE, "", markdown(pivot), ""]
         for caption, path in images:
-            parts += [f"![{caption}]({path.relative_to(out).as_posix()})", ""]
-    parts += ["## Timing", "", markdown(timing), ""]
-    if metrics.rows:
-        parts += ["## Other metrics per case", "", markdown(metrics), ""]
-    parts += ["## Cases that did not finish ok", ""]
-    parts += [markdown(problems) if problems.rows else "None.", ""]
-    if warns.rows:
-        parts += ["## Measurement warnings", "", markdown(warns), ""]
-    parts += ["## Environment", "", markdown(env), ""]
-    if goals.rows:
-        parts += ["## Fused backend against its targets", "", GOALS_NOTE, "",
-                  markdown(goals), ""]
+            parts += [f"![{caption}]({path.relative_to(page.out).as_posix()})", ""]
+    for block in closing_blocks(page):
+        parts += _block(block)
     return "\n".join(parts)
+
+
+def _block(block: Block) -> list[str]:
+    note = [block.note, ""] if block.note else []
+    table = markdown(block.table) if block.table is not None else "None."
+    return [f"## {block.title}", "", *note, table, ""]

@@ -12,8 +12,9 @@ here: it is the workload's (:class:`~snnbench.workload.graph.workload.NirGraph`)
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,11 +40,15 @@ class Node:
     trainable: ClassVar[tuple[str, ...]] = ()
     #: True for a node with state over time (a neuron)
     stateful: ClassVar[bool] = False
+    #: the array field whose shape is each sample's input shape (element-wise nodes)
+    shape_of: ClassVar[str] = ""
 
     @property
     def in_shape(self) -> Shape:
         """The shape each sample's input has."""
-        raise NotImplementedError
+        if not self.shape_of:
+            raise NotImplementedError
+        return tuple(int(d) for d in getattr(self, self.shape_of).shape)
 
     @property
     def out_shape(self) -> Shape:
@@ -70,62 +75,60 @@ class Node:
 
 
 @dataclass(frozen=True, eq=False)
-class Input(Node):
+class _Shaped(Node):
+    """A node whose input shape per sample is its first field, ``shape``."""
+
+    shape: Shape
+
+    @property
+    def in_shape(self) -> Shape:
+        return self.shape
+
+
+@dataclass(frozen=True, eq=False)
+class Input(_Shaped):
     """The graph's input, of ``shape`` per sample."""
 
-    shape: Shape
     kind: ClassVar[str] = "Input"
 
-    @property
-    def in_shape(self) -> Shape:
-        return self.shape
-
 
 @dataclass(frozen=True, eq=False)
-class Output(Node):
+class Output(_Shaped):
     """The graph's output: the sum of what reaches it."""
 
-    shape: Shape
     kind: ClassVar[str] = "Output"
-
-    @property
-    def in_shape(self) -> Shape:
-        return self.shape
 
 
 @dataclass(frozen=True, eq=False)
-class Affine(Node):
-    """y = W x + b over a flat feature vector; ``weight`` is (out, in)."""
+class _Dense(Node):
+    """A node with a weight matrix ``weight`` (out, in) over a flat feature vector."""
 
     weight: Array
+
+    @property
+    def in_shape(self) -> Shape:
+        return (int(self.weight.shape[1]),)
+
+    @property
+    def out_shape(self) -> Shape:
+        return (int(self.weight.shape[0]),)
+
+
+@dataclass(frozen=True, eq=False)
+class Affine(_Dense):
+    """y = W x + b over a flat feature vector; ``weight`` is (out, in)."""
+
     bias: Array
     kind: ClassVar[str] = "Affine"
     trainable: ClassVar[tuple[str, ...]] = ("weight", "bias")
 
-    @property
-    def in_shape(self) -> Shape:
-        return (int(self.weight.shape[1]),)
-
-    @property
-    def out_shape(self) -> Shape:
-        return (int(self.weight.shape[0]),)
-
 
 @dataclass(frozen=True, eq=False)
-class Linear(Node):
+class Linear(_Dense):
     """y = W x; ``weight`` is (out, in)."""
 
-    weight: Array
     kind: ClassVar[str] = "Linear"
     trainable: ClassVar[tuple[str, ...]] = ("weight",)
-
-    @property
-    def in_shape(self) -> Shape:
-        return (int(self.weight.shape[1]),)
-
-    @property
-    def out_shape(self) -> Shape:
-        return (int(self.weight.shape[0]),)
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,25 +138,17 @@ class Scale(Node):
     scale: Array
     kind: ClassVar[str] = "Scale"
     trainable: ClassVar[tuple[str, ...]] = ("scale",)
-
-    @property
-    def in_shape(self) -> Shape:
-        return tuple(int(d) for d in self.scale.shape)
+    shape_of: ClassVar[str] = "scale"
 
 
 @dataclass(frozen=True, eq=False)
-class Flatten(Node):
+class Flatten(_Shaped):
     """Dimensions ``start_dim..end_dim`` of each sample merged into one (the batch axis is
     never part of it, as in NIR); both indices are normalised to be ≥ 0."""
 
-    shape: Shape
     start_dim: int
     end_dim: int
     kind: ClassVar[str] = "Flatten"
-
-    @property
-    def in_shape(self) -> Shape:
-        return self.shape
 
     @property
     def out_shape(self) -> Shape:
@@ -163,20 +158,15 @@ class Flatten(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Conv2d(Node):
+class Conv2d(_Shaped):
     """2-d cross-correlation of a (C, H, W) sample; ``weight`` is (C_out, C_in, kH, kW)."""
 
-    shape: Shape
     weight: Array
     bias: Array
     stride: tuple[int, int]
     padding: tuple[int, int]
     kind: ClassVar[str] = "Conv2d"
     trainable: ClassVar[tuple[str, ...]] = ("weight", "bias")
-
-    @property
-    def in_shape(self) -> Shape:
-        return self.shape
 
     @property
     def out_shape(self) -> Shape:
@@ -188,17 +178,12 @@ class Conv2d(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class SumPool2d(Node):
+class SumPool2d(_Shaped):
     """Sum over non-overlapping ``kernel`` windows of a (C, H, W) sample (stride = kernel,
     no padding: the only pooling built so far)."""
 
-    shape: Shape
     kernel: tuple[int, int]
     kind: ClassVar[str] = "SumPool2d"
-
-    @property
-    def in_shape(self) -> Shape:
-        return self.shape
 
     @property
     def out_shape(self) -> Shape:
@@ -215,53 +200,51 @@ class AvgPool2d(SumPool2d):
 
 
 @dataclass(frozen=True, eq=False)
-class LIF(Node):
-    """Leaky integrate-and-fire: τ dv/dt = (v_leak − v) + r·I; a spike when v ≥ v_threshold."""
+class _Neuron(Node):
+    """A node with state over time; its parameters are one value per neuron (the reader
+    broadcasts them to one shape), so ``r``, which every neuron model has, gives the shape."""
+
+    stateful: ClassVar[bool] = True
+    shape_of: ClassVar[str] = "r"
+
+
+@dataclass(frozen=True, eq=False)
+class _Leaky(_Neuron):
+    """A membrane that leaks: τ dv/dt = (v_leak − v) + r·I (:class:`LI`, and :class:`LIF`,
+    which spikes)."""
 
     tau: Array
     r: Array
     v_leak: Array
-    v_threshold: Array
-    kind: ClassVar[str] = "LIF"
-    stateful: ClassVar[bool] = True
-
-    @property
-    def in_shape(self) -> Shape:
-        return tuple(int(d) for d in self.tau.shape)
 
 
 @dataclass(frozen=True, eq=False)
-class IF(Node):
+class LIF(_Leaky):
+    """Leaky integrate-and-fire: τ dv/dt = (v_leak − v) + r·I; a spike when v ≥ v_threshold."""
+
+    v_threshold: Array
+    kind: ClassVar[str] = "LIF"
+
+
+@dataclass(frozen=True, eq=False)
+class IF(_Neuron):
     """Integrate-and-fire: dv/dt = r·I; a spike when v ≥ v_threshold."""
 
     r: Array
     v_threshold: Array
     kind: ClassVar[str] = "IF"
-    stateful: ClassVar[bool] = True
-
-    @property
-    def in_shape(self) -> Shape:
-        return tuple(int(d) for d in self.r.shape)
 
 
 @dataclass(frozen=True, eq=False)
-class LI(Node):
+class LI(_Leaky):
     """Leaky integrator (a read-out without spikes): τ dv/dt = (v_leak − v) + r·I; its
     output is v."""
 
-    tau: Array
-    r: Array
-    v_leak: Array
     kind: ClassVar[str] = "LI"
-    stateful: ClassVar[bool] = True
-
-    @property
-    def in_shape(self) -> Shape:
-        return tuple(int(d) for d in self.tau.shape)
 
 
 @dataclass(frozen=True, eq=False)
-class CubaLIF(Node):
+class CubaLIF(_Neuron):
     """Current-based LIF: τ_syn dI/dt = −I + w_in·x; τ_mem dv/dt = (v_leak − v) + r·I; a spike
     when v ≥ v_threshold."""
 
@@ -272,11 +255,6 @@ class CubaLIF(Node):
     v_threshold: Array
     w_in: Array
     kind: ClassVar[str] = "CubaLIF"
-    stateful: ClassVar[bool] = True
-
-    @property
-    def in_shape(self) -> Shape:
-        return tuple(int(d) for d in self.tau_mem.shape)
 
 
 #: every node kind snnbench reads, by its NIR name
@@ -306,6 +284,24 @@ class Graph:
     def predecessors(self, name: str) -> tuple[str, ...]:
         """The nodes with an edge into ``name``, in edge order."""
         return tuple(src for src, dst in self.edges if dst == name)
+
+    def feed_forward(self, apply: Callable[[str, Any], Any]) -> Callable[[Any], Any]:
+        """The graph as a function of its input (arrays of any library that add with ``+``):
+        each node after the input is given the sum of what its incoming edges carry and gives
+        ``apply(name, that sum)``; the function returns the Output node's value. The order is
+        worked out here, once, not on each call (a timed forward calls the function)."""
+        order = [(name, self.predecessors(name)) for name, _ in self.nodes if name != self.input]
+
+        def run(x: Any) -> Any:
+            values = {self.input: x}
+            for name, preds in order:
+                h = values[preds[0]]
+                for src in preds[1:]:
+                    h = h + values[src]
+                values[name] = apply(name, h)
+            return values[self.output]
+
+        return run
 
     def node_kinds(self) -> tuple[str, ...]:
         """The kinds of node the graph uses, sorted."""

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from snnbench.errors import shown
-from snnbench.workload.base import Knobs, Workload, WorkloadError, register
+from snnbench.workload.base import Knobs, Workload, WorkloadError, first_unsupported, register
 from snnbench.workload.graph.load import GraphError, check_time_step, read_graph
 from snnbench.workload.graph.nodes import NODE_TYPES, Affine, Conv2d, Graph, Linear
 from snnbench.workload.graph.reference import (
@@ -304,19 +304,14 @@ class GraphKnobs(Knobs):
         if missing:
             return (f"node kind {missing[0]} not built (builds: "
                     f"{', '.join(self.node_kinds)})")
-        checks: Sequence[tuple[str, Any, tuple[Any, ...]]] = (
+        return first_unsupported((
             ("reset mode", workload.reset, self.resets),
             ("discretisation", workload.discretisation, self.discretisations),
             ("surrogate", workload.surrogate, self.surrogates),
             ("detach_reset", workload.detach_reset, self.detach_reset),
             ("input kind", workload.input_kind, self.input_kinds),
             ("dtype", workload.dtype, self.dtypes),
-        )
-        for what, value, allowed in checks:
-            if value not in allowed:
-                return (f"{what} {value!r} not supported "
-                        f"(supports: {', '.join(str(a) for a in allowed) or 'none'})")
-        return None
+        ))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (``snnbench list --json``)."""

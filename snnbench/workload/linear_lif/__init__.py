@@ -21,6 +21,7 @@ from snnbench.workload.base import (
     Work,
     Workload,
     WorkloadError,
+    first_unsupported,
     json_flag,
     json_float,
     json_int,
@@ -289,7 +290,7 @@ class LinearLifKnobs(Knobs):
         if not isinstance(workload, LinearLif):
             return f"workload kind {workload.kind!r} not supported (supports: {KIND})"
         spec = workload.spec
-        checks: list[tuple[str, Any, tuple[Any, ...]]] = [
+        refused = first_unsupported((
             ("dtype", spec.dtype, self.dtypes),
             ("reset mode", spec.reset, self.resets),
             ("surrogate", spec.surrogate, self.surrogates),
@@ -297,11 +298,9 @@ class LinearLifKnobs(Knobs):
             ("bias", spec.bias, self.bias),
             ("input kind", spec.input_kind, self.input_kinds),
             ("matmul precision", spec.matmul_precision, self.matmul_precisions),
-        ]
-        for what, value, allowed in checks:
-            if value not in allowed:
-                shown = ", ".join(str(a) for a in allowed) or "none"
-                return f"{what} {value!r} not supported (supports: {shown})"
+        ))
+        if refused is not None:
+            return refused
         if self.max_layers is not None and spec.layers > self.max_layers:
             return f"layers={spec.layers} not supported (at most {self.max_layers})"
         return None
