@@ -91,8 +91,9 @@ class Capabilities:
             matmul_precisions=self.matmul_precisions, max_layers=self.max_layers)
 
 
-class Model(ABC):
-    """One built network on one device, ready to be timed.
+class TimedModel(ABC):
+    """What the harness times of a built model, in both plugin API versions (:class:`Model`
+    here, :class:`snnbench.plugin.Model` in version 2): one built network on one device.
 
     The harness calls :meth:`forward`, :meth:`backward` and :meth:`synchronize` inside timed
     regions, and :meth:`zero_grad` between samples, so keep them free of host-side conversions.
@@ -126,14 +127,8 @@ class Model(ABC):
 
     @abstractmethod
     def spikes(self, handle: Any) -> FloatArray:
-        """The last layer's spikes of a forward handle as float32 NumPy, time-major (T, B, n)."""
-
-    @abstractmethod
-    def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
-        """After backward: ([dW per layer, (out, in)], [db per layer, (n,)]) as float32 NumPy.
-
-        Bias gradients of a bias-free network are zeros.
-        """
+        """The output spikes of a forward handle as float32 NumPy, time-major (``linear-lif``:
+        the last layer's, (T, B, n))."""
 
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory since :meth:`reset_peak_memory`, when only the adapter can read it.
@@ -160,25 +155,35 @@ class Model(ABC):
         return None
 
 
-class Adapter(ABC):
-    """Base class for adapter plugins (registered under entry-point group ``snnbench.adapters``).
+class Model(TimedModel):
+    """One built network on one device, ready to be timed (plugin API version 1: its
+    gradients as two lists, weights and biases, in layer order)."""
 
-    Subclasses set the class attributes and implement :meth:`build`. Import the benchmarked
-    library only inside methods (lazily), never at module level.
-    """
+    @abstractmethod
+    def gradients(self) -> tuple[list[FloatArray], list[FloatArray]]:
+        """After backward: ([dW per layer, (out, in)], [db per layer, (n,)]) as float32 NumPy.
+
+        Bias gradients of a bias-free network are zeros.
+        """
+
+
+class AdapterBase:
+    """What an adapter plugin declares and answers in both plugin API versions
+    (:class:`Adapter` here, :class:`snnbench.plugin.Adapter` in version 2): its names, its
+    library and how its version is read, its variants, and what its worker needs."""
 
     #: entry-point name, used on the command line (``--adapters name``)
-    name: ClassVar[str] = ""
+    name: str = ""
     #: distribution name whose version is reported (``importlib.metadata``)
-    library: ClassVar[str] = ""
+    library: str = ""
     #: importable module proving the library is usable (defaults to ``library``)
-    module: ClassVar[str] = ""
+    module: str = ""
     #: the framework whose memory probe and device sync the harness uses
-    framework: ClassVar[Framework] = "torch"
+    framework: Framework = "torch"
     #: variants run as separate rows (e.g. backends); the first is the default
-    variants: ClassVar[tuple[str, ...]] = ("default",)
+    variants: tuple[str, ...] = ("default",)
     #: one line shown in ``snnbench list``
-    description: ClassVar[str] = ""
+    description: str = ""
     #: further distributions whose installed versions change what this adapter can do here
     #: (an optional kernel package): ``list`` probes it again when one changes. Its library,
     #: the plugin's own distribution, the framework and all they require count already
@@ -193,10 +198,6 @@ class Adapter(ABC):
         import_or_unavailable(self.module or self.library.replace("-", "_"))
         return distribution_version(self.library)
 
-    def capabilities(self, variant: str) -> Capabilities:
-        """What this adapter (in this variant) can build faithfully."""
-        return Capabilities()
-
     def worker_env(self, variant: str) -> dict[str, str]:
         """Environment variables the worker process needs before any import (e.g. a backend)."""
         return {}
@@ -204,6 +205,18 @@ class Adapter(ABC):
     def check_variant(self, variant: str, device: str) -> None:
         """Raise :class:`AdapterUnavailable` when this variant cannot run here (e.g. no CUDA
         backend built); called in the worker after :meth:`version`."""
+
+
+class Adapter(AdapterBase, ABC):
+    """Base class for adapter plugins (registered under entry-point group ``snnbench.adapters``).
+
+    Subclasses set the class attributes and implement :meth:`build`. Import the benchmarked
+    library only inside methods (lazily), never at module level.
+    """
+
+    def capabilities(self, variant: str) -> Capabilities:
+        """What this adapter (in this variant) can build faithfully."""
+        return Capabilities()
 
     def reason_skipped(self, spec: NetworkSpec, device: str, variant: str) -> str | None:
         """Why this spec cannot be honoured (→ ``skipped`` row), or None if it can."""

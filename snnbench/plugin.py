@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from snnbench import adapter as v1
-from snnbench.adapter import Framework, distribution_version, import_or_unavailable
 from snnbench.workload import Knobs, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 from snnbench.workload.linear_lif.spec import FloatArray
@@ -92,62 +91,16 @@ def _knob_dict(knobs: Knobs) -> dict[str, Any]:
     return dict(to_dict()) if callable(to_dict) else {}
 
 
-class Model(ABC):
-    """One built workload on one device, ready to be timed.
-
-    The harness calls :meth:`forward`, :meth:`backward` and :meth:`synchronize` inside timed
-    regions and :meth:`zero_grad` between samples: keep host-side conversions out of them.
-    """
-
-    @abstractmethod
-    def forward(self) -> Any:
-        """Training-mode forward over all time steps; returns an opaque handle for
-        :meth:`backward` and :meth:`spikes`. Must not block on the device."""
-
-    @abstractmethod
-    def backward(self, handle: Any) -> None:
-        """Backward of loss = the sum of the output spikes, from a :meth:`forward` handle."""
-
-    def step(self) -> Any:
-        """Forward + backward; override only when the library fuses them."""
-        handle = self.forward()
-        self.backward(handle)
-        return handle
-
-    @abstractmethod
-    def zero_grad(self) -> None:
-        """Drop gradients, so no sample accumulates into the next."""
-
-    @abstractmethod
-    def synchronize(self) -> None:
-        """Block until all queued device work is done."""
-
-    @abstractmethod
-    def spikes(self, handle: Any) -> FloatArray:
-        """The output spikes of a forward handle as float32 NumPy, time-major (``linear-lif``:
-        the last layer's, (T, B, n))."""
+class Model(v1.TimedModel):
+    """One built workload on one device, ready to be timed: forward, backward, zero_grad,
+    synchronize and spikes as in version 1 (:class:`snnbench.adapter.TimedModel`), and its
+    gradients by parameter name."""
 
     @abstractmethod
     def gradients(self) -> Mapping[str, Any]:
         """After backward: every trainable parameter's gradient by name, as float32 arrays
         (``linear-lif``: ``layers.{l}.weight`` (out, in) and ``layers.{l}.bias`` (n,), zeros
         for a bias-free network; see ``workload.parameter_names()``)."""
-
-    def peak_memory_bytes(self) -> int | None:
-        """Peak device memory since :meth:`reset_peak_memory` when only the library can read
-        it; None lets the harness measure."""
-        return None
-
-    def reset_peak_memory(self) -> None:
-        """Reset what :meth:`peak_memory_bytes` reads; no-op by default."""
-
-    def close(self) -> None:
-        """Release resources; called once when the worker is done with the model."""
-
-    def timer_kind(self) -> str | None:
-        """The timer the harness should use (``host``, ``cuda-event``, ``jax-block``), or None
-        for the framework's default."""
-        return None
 
 
 class V1Model(Model):
@@ -190,46 +143,20 @@ class V1Model(Model):
         return self.legacy.timer_kind()
 
 
-class Adapter(ABC):
+class Adapter(v1.AdapterBase, ABC):
     """Base class of a version-2 adapter plugin (entry-point group ``snnbench.adapters``).
 
-    Set the attributes and implement :meth:`build`; import the library only inside methods.
+    Set the attributes (:class:`snnbench.adapter.AdapterBase`: name, library, module,
+    framework, variants, description) and implement :meth:`build`; import the library only
+    inside methods.
     """
 
     #: the plugin interface this adapter is written against
     api_version: ClassVar[int] = API_VERSION
-    #: entry-point name, used on the command line (``--adapters name``)
-    name: str = ""
-    #: distribution name whose version is reported (``importlib.metadata``)
-    library: str = ""
-    #: importable module proving the library is usable (defaults to ``library``)
-    module: str = ""
-    #: the framework whose memory probe and device sync the harness uses
-    framework: Framework = "torch"
-    #: variants run as separate rows (e.g. backends); the first is the default
-    variants: tuple[str, ...] = ("default",)
-    #: one line shown in ``snnbench list``
-    description: str = ""
-    #: further distributions whose installed versions change what this adapter can do here
-    #: (an optional kernel package): ``list`` probes it again when one changes. Its library,
-    #: the plugin's own distribution, the framework and all they require count already
-    depends_on: ClassVar[tuple[str, ...]] = ()
-
-    def version(self) -> str:
-        """The library's version, or raise :class:`AdapterUnavailable` with the reason."""
-        import_or_unavailable(self.module or self.library.replace("-", "_"))
-        return distribution_version(self.library)
 
     def capabilities(self, variant: str) -> Capabilities:
         """What this adapter (in this variant) builds faithfully."""
         return Capabilities()
-
-    def worker_env(self, variant: str) -> dict[str, str]:
-        """Environment variables the worker process needs before any import."""
-        return {}
-
-    def check_variant(self, variant: str, device: str) -> None:
-        """Raise :class:`AdapterUnavailable` when this variant cannot run here."""
 
     def reason_skipped(self, workload: Workload, device: str, variant: str) -> str | None:
         """Why ``workload`` cannot be honoured (→ ``skipped`` row), or None if it can."""

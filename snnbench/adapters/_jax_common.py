@@ -81,7 +81,7 @@ class JaxAdapterBase(Adapter):
     """
 
     framework = "jax"
-    variants: ClassVar[tuple[str, ...]] = tuple(VARIANT_DTYPES)
+    variants: tuple[str, ...] = tuple(VARIANT_DTYPES)
     #: imported by :meth:`version` besides ``jax`` and :attr:`module`
     extra_modules: ClassVar[tuple[str, ...]] = ()
 
