@@ -22,9 +22,11 @@ def export_nir(
     dt: Annotated[float, typer.Option(
         help="linear-lif: the time step (s) its time constants are written for.")] = 1e-3,
 ) -> None:
-    """Write a network as a NIR graph: the Linear+LIF stack a linear-lif case runs (the
-    weights its seed draws; τ and r such that forward Euler at --dt steps as beta does), or a
-    shipped example. The reset and the surrogate are not part of a NIR graph (docs/nir.md)."""
+    """Write a Linear+LIF network or a shipped example as a NIR graph.
+
+    linear-lif: the stack a linear-lif case runs (the weights its seed draws; τ and r such
+    that forward Euler at --dt steps as beta does). The reset and the surrogate are not part
+    of a NIR graph (docs/nir.md)."""
     from snnbench.workload.graph.examples import export_graph
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
