@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +57,14 @@ def wait_until_gone(tag: str, timeout: float = 10.0) -> list[str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+# A suite started as a background job of a non-interactive shell (`make test &`, a CI script's
+# `cmd &`) inherits SIGINT ignored, and so would every process a test starts: the tests that
+# interrupt a sweep or a gpu-check step with SIGINT, as a user's Ctrl-C would, then wait for
+# nothing. A handler here (not SIG_IGN) makes every child start with SIGINT at its default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
