@@ -226,6 +226,12 @@ def _forward(node: Node, x: Array, params: Mapping[str, Array]) -> Array:
     raise AssertionError(f"no forward for {node.kind}")
 
 
+def node_forward(node: Node, x: Array, params: Mapping[str, Array]) -> Array:
+    """A stateless node's output (T, B, *out shape) for its input ``x`` and its trainable
+    arrays ``params`` by field (the probes of ``nir-check`` step the graph with it)."""
+    return _forward(node, x, params)
+
+
 def _backward(node: Node, grad: Array, x: Array, params: Mapping[str, Array]
               ) -> tuple[Array, dict[str, Array]]:
     """(dLoss/dx, dLoss/d each trainable field) of a stateless node."""
