@@ -191,11 +191,20 @@ def probe_output(graph: Graph, inputs: np.ndarray, hyp: Hypothesis,
 
 # -- matching -----------------------------------------------------------------------------------
 
+def _equal(output: Array, candidate: Array) -> Array:
+    """Entry-wise equality within float32's rounding: spikes and counts compare exactly,
+    an output that is not spikes (a dropped neuron's raw current) to float32's precision."""
+    scale = float(np.abs(candidate).max()) if candidate.size else 0.0
+    equal: Array = np.isclose(output, candidate, rtol=MAX_OUTPUT_REL_ERR,
+                              atol=MAX_OUTPUT_REL_ERR * scale * 1e-2)
+    return equal
+
+
 def agreement(output: Array, candidate: Array, spiking: bool) -> float:
     """Spiking: the fraction of equal entries; a read-out: 1 − its largest error relative
     to the candidate's largest magnitude (clipped at 0)."""
     if spiking:
-        return float((output == candidate).mean())
+        return float(_equal(output, candidate).mean())
     scale = float(np.abs(candidate).max()) or 1.0
     return max(0.0, 1.0 - float(np.abs(output - candidate).max()) / scale)
 
@@ -209,7 +218,7 @@ def matches(output: Array, candidate: Array, spiking: bool) -> bool:
     if agreement(output, candidate, spiking) < MIN_SPIKE_MATCH:
         return False
     events = int(np.count_nonzero((output != 0) | (candidate != 0)))
-    differ = int(np.count_nonzero(output != candidate))
+    differ = int(np.count_nonzero(~_equal(output, candidate)))
     return events == 0 or differ <= (1.0 - MIN_EVENT_MATCH) * events
 
 
@@ -309,9 +318,10 @@ def classify(graph: Graph, inputs: np.ndarray, output: np.ndarray, dyn: Dynamics
 
 
 def _counts(output: Array) -> tuple[str, ...]:
-    """A spiking output with entries other than 0 and 1: spike counts."""
+    """A spiking output of whole numbers ≥ 0 beyond 1: spike counts."""
     top = float(output.max()) if output.size else 0.0
-    if top > 1.0 or float(output.min()) < 0.0:
+    whole = bool(np.all(output == np.round(output))) and float(output.min(initial=0.0)) >= 0
+    if whole and top > 1.0:
         return (f"emits spike counts (up to {top:g} per step)",)
     return ()
 
