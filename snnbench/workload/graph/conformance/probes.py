@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from snnbench.workload.graph.compare import MAX_OUTPUT_REL_ERR, MIN_SPIKE_MATCH
 from snnbench.workload.graph.conformance.result import DIFFERENT, EXACT, SCALED
@@ -191,13 +192,12 @@ def probe_output(graph: Graph, inputs: np.ndarray, hyp: Hypothesis,
 
 # -- matching -----------------------------------------------------------------------------------
 
-def _equal(output: Array, candidate: Array) -> Array:
+def _equal(output: Array, candidate: Array) -> npt.NDArray[np.bool_]:
     """Entry-wise equality within float32's rounding: spikes and counts compare exactly,
     an output that is not spikes (a dropped neuron's raw current) to float32's precision."""
     scale = float(np.abs(candidate).max()) if candidate.size else 0.0
-    equal: Array = np.isclose(output, candidate, rtol=MAX_OUTPUT_REL_ERR,
-                              atol=MAX_OUTPUT_REL_ERR * scale * 1e-2)
-    return equal
+    return np.isclose(output, candidate, rtol=MAX_OUTPUT_REL_ERR,
+                      atol=MAX_OUTPUT_REL_ERR * scale * 1e-2)
 
 
 def agreement(output: Array, candidate: Array, spiking: bool) -> float:
