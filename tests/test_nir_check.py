@@ -265,7 +265,7 @@ def test_the_terminal_table_fits_80_columns() -> None:
     long = "AttributeError: 'LIF' object has no attribute 'tau_mem' " * 3
     report = ConformanceReport(
         graph="/a/very/long/path/" * 6 + "g.nir", network="g" * 90, graph_hash="0" * 64,
-        dt=1e-3, time_steps=100, batch_size=4, seed=0, reset="zero", discretisation="euler",
+        dt=1e-3, time_steps=100, batch_size=4, seed=0, input_std=1.0, reset="zero", discretisation="euler",
         versions={"nir": "1.0.4"},
         checks=(LibraryCheck("SpikingJelly", "2.0.0", UNSUPPORTED, reason=long),
                 LibraryCheck("Spyx", "1.0.0", DIFFERENT, findings=("a " * 60,))))
@@ -308,3 +308,16 @@ def test_snntorch_on_the_linear_lif_example_behaves_as_dt_1e_4(tmp_path: Path) -
     assert check["findings"] == ["behaves as dt = 0.0001 s"]
     report = check_module.check_graph(graph, 1e-4, ["snntorch"])
     assert report.checks[0].verdict == EXACT
+
+
+def test_a_silent_match_is_said_to_be_weak(tmp_path: Path) -> None:
+    path = _graph_file(tmp_path, "LIF")
+    workload, data, dyn = _case(path)
+    # no input and no bias: nothing spikes, so every silent output "matches"
+    inputs = np.zeros_like(data.inputs)
+    params = {**data.params, "fc.bias": np.zeros_like(data.params["fc.bias"])}
+    silent = np.zeros_like(workload.reference(data).output)
+    reference = run_graph_reference(data.graph, inputs, dyn, params).output
+    verdict = classify(data.graph, inputs, silent, dyn, reference, params)
+    assert (verdict.verdict, verdict.findings) == (
+        EXACT, ("both silent: no output spike, so a weak probe",))

@@ -23,6 +23,8 @@ def nir_check(
     batch_size: Annotated[int, typer.Option("--batch-size", "-B",
                                             help="Samples in the input.")] = 4,
     seed: Annotated[int, typer.Option(help="The input's seed.")] = 0,
+    input_std: Annotated[float, typer.Option(
+        help="The Gaussian input current's standard deviation.")] = 1.0,
     reset: Annotated[str, typer.Option(
         help="The reference's reset: zero (a NIR ≥ 1.0.6 LIF resets to v_reset) or "
              "subtract.")] = "zero",
@@ -59,6 +61,6 @@ def nir_check(
             output.err_console.print(f"checking {escape(library)}…", highlight=False)
 
     report = check_graph(graph, dt, names, timeout=timeout, progress=progress,
-                         time_steps=time_steps, batch_size=batch_size, seed=seed, reset=reset,
-                         discretisation=discretisation)
+                         time_steps=time_steps, batch_size=batch_size, seed=seed,
+                         input_std=input_std, reset=reset, discretisation=discretisation)
     output.console.print(escape(render(report, format)), highlight=False, soft_wrap=True)

@@ -35,8 +35,8 @@ from snnbench.workload.graph.workload import GraphData, NirGraph
 #: seconds one importer's process may take (import, build and run)
 DEFAULT_TIMEOUT = 300.0
 #: what the check runs at unless told: a graph from nir ≥ 1.0.6 means a reset to v_reset
-DEFAULTS = {"time_steps": 100, "batch_size": 4, "seed": 0, "reset": "zero",
-            "discretisation": "euler"}
+DEFAULTS = {"time_steps": 100, "batch_size": 4, "seed": 0, "input_std": 1.0,
+            "reset": "zero", "discretisation": "euler"}
 
 
 def installed_version(dist: str) -> str | None:
@@ -117,8 +117,8 @@ def check_graph(path: str | Path, dt: float | None, libraries: Sequence[str] | N
                 **choices: object) -> ConformanceReport:
     """The conformance of every library in ``libraries`` (None: all) on the graph at
     ``path``; ``choices`` are the workload's (``time_steps``, ``batch_size``, ``seed``,
-    ``reset``, ``discretisation``; :data:`DEFAULTS` otherwise). A bad graph or choice raises
-    a one-line :class:`GraphError` before any importer runs."""
+    ``input_std``, ``reset``, ``discretisation``; :data:`DEFAULTS` otherwise). A bad graph
+    or choice raises a one-line :class:`GraphError` before any importer runs."""
     names = tuple(libraries) if libraries is not None else tuple(IMPORTERS)
     unknown = [n for n in names if n not in IMPORTERS]
     if unknown:
@@ -137,5 +137,6 @@ def check_graph(path: str | Path, dt: float | None, libraries: Sequence[str] | N
     return ConformanceReport(
         graph=workload.graph, network=workload.network, graph_hash=workload.graph_hash,
         dt=workload.dt, time_steps=workload.time_steps, batch_size=workload.batch_size,
-        seed=workload.seed, reset=workload.reset, discretisation=workload.discretisation,
+        seed=workload.seed, input_std=workload.input_std, reset=workload.reset,
+        discretisation=workload.discretisation,
         versions=versions, checks=tuple(checks))

@@ -160,9 +160,10 @@ class _Cache:
 
 
 def probe_output(graph: Graph, inputs: np.ndarray, hyp: Hypothesis,
-                 params: Mapping[str, np.ndarray] | None = None, cache: _Cache | None = None
-                 ) -> Array:
-    """The Output node's value (T, B, *shape) of ``graph`` on ``inputs`` under ``hyp``."""
+                 params: Mapping[str, np.ndarray] | None = None, cache: _Cache | None = None,
+                 silent: list[str] | None = None) -> Array:
+    """The Output node's value (T, B, *shape) of ``graph`` on ``inputs`` under ``hyp``;
+    the spiking nodes that never spiked are appended to ``silent``."""
     cache = cache or _Cache()
     values_of = {k: np.asarray(v, dtype=np.float64)
                  for k, v in (params or graph.parameters()).items()}
@@ -179,6 +180,8 @@ def probe_output(graph: Graph, inputs: np.ndarray, hyp: Hypothesis,
             values[name] = x
         elif node.stateful:
             values[name] = _neuron(node, x, hyp)
+            if silent is not None and not isinstance(node, LI) and not values[name].any():
+                silent.append(name)
         else:
             own = {f: values_of[f"{name}.{f}"] for f in node.trainable}
             values[name] = cache.get(name, node, x, own)
@@ -284,25 +287,28 @@ def classify(graph: Graph, inputs: np.ndarray, output: np.ndarray, dyn: Dynamics
     if not np.all(np.isfinite(out)):
         return Classification(DIFFERENT, ("output holds NaN or inf",), 0.0)
     best = agreement(out, reference, spiking)
+    base = Hypothesis(dt=dyn.dt, discretisation=dyn.discretisation, reset=dyn.reset)
+    cache = _Cache()
     if matches(out, reference, spiking):
-        return Classification(EXACT, _silence(out, reference, spiking), best)
+        quiet: list[str] = []
+        probe_output(graph, inputs, base, params, cache, quiet)
+        return Classification(EXACT, _silence(out, reference, spiking, quiet), best)
     if not spiking:
         factor = read_out_factor(out, reference)
         if factor is not None:
             return Classification(SCALED, (f"read-out = {factor:.6g} × the reference's",),
                                   best)
     counts = _counts(out) if spiking else ()
-    base = Hypothesis(dt=dyn.dt, discretisation=dyn.discretisation, reset=dyn.reset)
-    cache = _Cache()
     start = time.monotonic()
     best_hyp: Hypothesis | None = None
     for hyp in hypotheses(base, graph.node_kinds(), dyn.dt):
-        candidate = probe_output(graph, inputs, hyp, params, cache)
+        quiet = []
+        candidate = probe_output(graph, inputs, hyp, params, cache, quiet)
         score = agreement(out, candidate, spiking)
         if matches(out, candidate, spiking):
             found = tuple(hyp.differences(base))
             found += tuple(c for c in counts if hyp.rule != "count")
-            found += _silence(out, candidate, spiking)
+            found += _silence(out, candidate, spiking, quiet)
             only_step = (hyp.gain, hyp.reset, hyp.rule, hyp.dropped, hyp.shift) == (
                 base.gain, base.reset, base.rule, base.dropped, base.shift)
             return Classification(SCALED if only_step else DIFFERENT, found, score)
@@ -326,7 +332,11 @@ def _counts(output: Array) -> tuple[str, ...]:
     return ()
 
 
-def _silence(output: Array, candidate: Array, spiking: bool) -> tuple[str, ...]:
+def _silence(output: Array, candidate: Array, spiking: bool, quiet: list[str]
+             ) -> tuple[str, ...]:
+    """A match where nothing (or some layer) spikes shows less than it seems."""
     if spiking and not output.any() and not candidate.any():
         return ("both silent: no output spike, so a weak probe",)
+    if quiet:
+        return (f"no spike from {', '.join(quiet)} in the matching probe: a weak probe",)
     return ()

@@ -20,7 +20,8 @@ def heading(report: ConformanceReport) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items()) or "nir not found"
     return [f"nir-check {report.network}: reference at dt = {report.dt:g} s, "
             f"{report.discretisation}, reset {report.reset}",
-            f"T = {report.time_steps}, B = {report.batch_size}, seed {report.seed}; "
+            f"T = {report.time_steps}, B = {report.batch_size}, input N(0, "
+            f"{report.input_std:g}²), seed {report.seed}; "
             f"{versions}"]
 
 

@@ -74,6 +74,7 @@ class ConformanceReport:
     time_steps: int
     batch_size: int
     seed: int
+    input_std: float
     reset: str
     discretisation: str
     #: ``{"nir": "1.0.4", "nirtorch": "2.0.2"}``: what the importers ran on
@@ -85,6 +86,6 @@ class ConformanceReport:
         return {"schema": SCHEMA_VERSION, "kind": "nir-check", "graph": self.graph,
                 "network": self.network, "graph_hash": self.graph_hash, "dt": self.dt,
                 "time_steps": self.time_steps, "batch_size": self.batch_size,
-                "seed": self.seed, "reset": self.reset,
+                "seed": self.seed, "input_std": self.input_std, "reset": self.reset,
                 "discretisation": self.discretisation, "versions": dict(self.versions),
                 "checks": [c.to_dict() for c in self.checks]}
