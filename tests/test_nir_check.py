@@ -321,3 +321,14 @@ def test_a_silent_match_is_said_to_be_weak(tmp_path: Path) -> None:
     verdict = classify(data.graph, inputs, silent, dyn, reference, params)
     assert (verdict.verdict, verdict.findings) == (
         EXACT, ("both silent: no output spike, so a weak probe",))
+
+
+def test_help_lists_the_command_and_its_help_fills_80_columns() -> None:
+    from typer.testing import CliRunner
+
+    from snnbench.cli import app
+    from tests.test_help_wrap import test_help_paragraphs_fill_an_80_column_terminal
+
+    listed = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"}, terminal_width=100)
+    assert "nir-check" in listed.stdout
+    test_help_paragraphs_fill_an_80_column_terminal("nir-check")
