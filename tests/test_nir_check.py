@@ -172,6 +172,24 @@ def test_noise_matches_no_probe(tmp_path: Path) -> None:
     assert verdict.findings[-1].startswith("no probe matched")
 
 
+def test_features_flattened_channels_last_are_found(tmp_path: Path) -> None:
+    path = write_example("conv", tmp_path / "conv.nir")
+    workload = NirGraph.from_file(path, dt=DT, time_steps=30, batch_size=2, reset="zero",
+                                  input_std=3.0)
+    data, dyn = workload.make_data(), workload.dynamics
+    # the affine layer's columns reordered so that it reads (C, H, W) features as if they
+    # were flattened (H, W, C): the network a channels-last library builds from the file
+    cols = np.moveaxis(np.arange(16 * 7 * 7).reshape(7, 7, 16), -1, 0).ravel()
+    params = {**data.params, "fc.weight": data.params["fc.weight"][:, cols]}
+    out = run_graph_reference(data.graph, data.inputs, dyn, params).output
+    assert out.mean() > 0.01
+    reference = workload.reference(data).output
+    verdict = classify(data.graph, data.inputs, out, dyn, reference, data.params)
+    assert (verdict.verdict, verdict.findings) == (DIFFERENT, (
+        "features flattened channels-last (H, W, C) where the next layer's weights expect "
+        "(C, H, W)",))
+
+
 # -- the importer's process cannot install anything --------------------------------------------
 
 @pytest.mark.parametrize(("args", "installs"), [

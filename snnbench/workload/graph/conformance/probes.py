@@ -25,7 +25,17 @@ import numpy.typing as npt
 
 from snnbench.workload.graph.compare import MAX_OUTPUT_REL_ERR, MIN_SPIKE_MATCH
 from snnbench.workload.graph.conformance.result import DIFFERENT, EXACT, SCALED
-from snnbench.workload.graph.nodes import IF, LI, LIF, Array, CubaLIF, Graph, Node, Output
+from snnbench.workload.graph.nodes import (
+    IF,
+    LI,
+    LIF,
+    Array,
+    CubaLIF,
+    Flatten,
+    Graph,
+    Node,
+    Output,
+)
 from snnbench.workload.graph.reference import Dynamics, node_forward
 
 #: input gains: ``r`` as given, ``r`` ignored (r = 1), the input added unscaled (g = 1)
@@ -54,6 +64,9 @@ class Hypothesis:
     dropped: str = ""
     #: the whole output delayed by this many steps
     shift: int = 0
+    #: a Flatten of (C, H, W) features merges them channels-last, (H, W, C), as a JAX
+    #: library's layout has them
+    channels_last: bool = False
 
     def differences(self, base: Hypothesis) -> list[str]:
         """Each way this differs from ``base``, in words."""
@@ -76,6 +89,9 @@ class Hypothesis:
         if self.shift:
             out.append(f"output {self.shift} step late (the reference shifted by "
                        f"{self.shift})")
+        if self.channels_last:
+            out.append("features flattened channels-last (H, W, C) where the next "
+                       "layer's weights expect (C, H, W)")
         return out
 
 
@@ -178,6 +194,9 @@ def probe_output(graph: Graph, inputs: np.ndarray, hyp: Hypothesis,
             x = x + values[src]
         if isinstance(node, Output) or (node.stateful and node.kind == hyp.dropped):
             values[name] = x
+        elif hyp.channels_last and isinstance(node, Flatten) and len(node.in_shape) == 3:
+            lead = x.shape[:2]
+            values[name] = np.moveaxis(x, 2, -1).reshape(*lead, *node.out_shape)
         elif node.stateful:
             values[name] = _neuron(node, x, hyp)
             if silent is not None and not isinstance(node, LI) and not values[name].any():
@@ -259,8 +278,9 @@ def hypotheses(base: Hypothesis, kinds: tuple[str, ...], user_dt: float,
         "rule": [r for r in RULES if r != base.rule],
         "dropped": [k for k in neuron_kinds if len(neuron_kinds) > 1 or k != "LI"],
         "shift": [1],
+        "channels_last": [True] if "Flatten" in kinds else [],
     }
-    dims = list(options)
+    dims = [d for d, values in options.items() if values]
     for n in range(1, max_differences + 1):
         for chosen in itertools.combinations(dims, n):
             if "dropped" in chosen and len(neuron_kinds) == 1 and len(chosen) > 1 \
@@ -309,8 +329,7 @@ def classify(graph: Graph, inputs: np.ndarray, output: np.ndarray, dyn: Dynamics
             found = tuple(hyp.differences(base))
             found += tuple(c for c in counts if hyp.rule != "count")
             found += _silence(out, candidate, spiking, quiet)
-            only_step = (hyp.gain, hyp.reset, hyp.rule, hyp.dropped, hyp.shift) == (
-                base.gain, base.reset, base.rule, base.dropped, base.shift)
+            only_step = replace(hyp, dt=base.dt, discretisation=base.discretisation) == base
             return Classification(SCALED if only_step else DIFFERENT, found, score)
         if score > best:
             best, best_hyp = score, hyp
