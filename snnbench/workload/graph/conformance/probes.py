@@ -2,9 +2,12 @@
 
 A probe is a :class:`Hypothesis`: the graph run as the reference runs it but for a few
 named differences (another time step, ``r`` ignored, another reset or spike rule, a node kind
-dropped, the output one step late). :func:`classify` runs the hypotheses with fewest
-differences first and takes the first whose output equals the library's within float32's bars:
-each difference it reports was found by running it, not assumed of the library.
+dropped, the output one step late, features flattened channels-last). :func:`classify` runs
+the hypotheses with fewest differences first and takes the first whose output equals the
+library's within float32's bars: each difference it reports was found by running it, not
+assumed of the library. Where two hypotheses compute the same on a graph (τ ≪ 1 s: the decay
+at dt = 1 vanishes, and ``r`` ignored and the input added unscaled coincide), the one tried
+first is reported.
 
 The probe's forward (:func:`probe_output`) is the reference's step (:mod:`..reference`) with
 those differences as options; with none it computes what the reference does (tested).
@@ -71,7 +74,11 @@ class Hypothesis:
     def differences(self, base: Hypothesis) -> list[str]:
         """Each way this differs from ``base``, in words."""
         out = []
-        if (self.dt, self.discretisation) != (base.dt, base.discretisation):
+        if self.dt == base.dt and self.discretisation != base.discretisation:
+            out.append("exact exponential decay, not forward Euler"
+                       if self.discretisation == "exponential"
+                       else "forward Euler, not the exact decay")
+        elif (self.dt, self.discretisation) != (base.dt, base.discretisation):
             out.append(_step_words(self.dt, self.discretisation))
         if self.gain != base.gain:
             out.append({"r": "uses r", "r=1": "r ignored (equal to the reference with r = 1)",
@@ -321,7 +328,9 @@ def classify(graph: Graph, inputs: np.ndarray, output: np.ndarray, dyn: Dynamics
     counts = _counts(out) if spiking else ()
     start = time.monotonic()
     best_hyp: Hypothesis | None = None
+    tried = 0
     for hyp in hypotheses(base, graph.node_kinds(), dyn.dt):
+        tried += 1
         quiet = []
         candidate = probe_output(graph, inputs, hyp, params, cache, quiet)
         score = agreement(out, candidate, spiking)
@@ -338,8 +347,8 @@ def classify(graph: Graph, inputs: np.ndarray, output: np.ndarray, dyn: Dynamics
     closest = (f"; closest probe: {', '.join(best_hyp.differences(base))}"
                if best_hyp is not None else "")
     return Classification(DIFFERENT, (*counts,
-        f"no probe matched (up to {MAX_DIFFERENCES} differences): agreement "
-        f"{best:.1%}{closest}",), best)
+        f"no probe matched ({tried} probes of up to {MAX_DIFFERENCES} differences): "
+        f"agreement {best:.1%}{closest}",), best)
 
 
 def _counts(output: Array) -> tuple[str, ...]:
