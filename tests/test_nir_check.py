@@ -231,6 +231,17 @@ def test_the_guarded_process_runs_no_pip_and_imports_no_samna() -> None:
     assert proc.stdout.split() == ["samna", "blocked", "pip", "blocked", "1", "7"]
 
 
+@pytest.mark.skipif(not library_installed("rockpool"), reason="rockpool is not installed")
+def test_rockpool_is_imported_with_its_samna_stub_kept_out(tmp_path: Path) -> None:
+    # where the stub ran, its pip call would be refused (InstallBlocked) or, unguarded,
+    # reach for the network; here Rockpool imports and its importer fails on its own
+    graph = write_example("linear-lif", tmp_path / "g.nir")
+    got = check_module.run_importer("rockpool", str(graph),
+                                    np.zeros((3, 1, 512), np.float32), DT, timeout=300)
+    # rockpool 3.1.0 raises "AttributeError: 'LIF' object has no attribute 'tau_mem'"
+    assert isinstance(got, np.ndarray) or "Install" not in got
+
+
 def test_each_importer_runs_in_a_process_told_not_to_install(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
