@@ -175,7 +175,7 @@ def build_failure_reason(log: str) -> str:
     the first line of the most specific kind (:data:`REASON_PREFIXES`: the lock preflight's, the
     install script's, pip's, the engine's); else the log's last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    steps = [i for i, line in enumerate(lines) if re.match(r"STEP \d+/\d+: ", line)]
+    steps = [i for i, line in enumerate(lines) if _STEP_LINE.match(line)]
     failing = lines[steps[-1] + 1:] if steps else lines
 
     def cut(line: str) -> str:
@@ -192,11 +192,18 @@ def build_failure_reason(log: str) -> str:
     return cut(lines[-1]) if lines else "the build printed nothing"
 
 
+#: a build step's first line in podman's log: ``STEP 3/9: RUN ...``, or in a multi-stage
+#: build ``[2/3] STEP 3/9: RUN ...`` (an unprefixed pattern counted none of those: "23 of 0
+#: steps from the cache")
+_STEP_LINE = re.compile(r"(\[\d+/\d+\] )?STEP \d+/\d+: ")
+
+
 def cache_summary(log: str) -> str:
     """How much of a build came from the layer cache, from podman's log ("STEP n/m: ...",
     "--> Using cache ...") or BuildKit's ("#n [stage k/m] ...", "#n CACHED")."""
     lines = log.splitlines()
-    steps = sum(1 for line in lines if re.match(r"STEP \d+/\d+: |#\d+ \[\S+ +\d+/\d+\] ", line))
+    steps = sum(1 for line in lines
+                if _STEP_LINE.match(line) or re.match(r"#\d+ \[\S+ +\d+/\d+\] ", line))
     cached = sum(1 for line in lines if "Using cache" in line or re.match(r"#\d+ CACHED", line))
     if cached == 0:
         return "cold: no step from the cache"

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from snnbench.errors import UserError, exit_status
-from snnbench.host.processes import stop_group
+from snnbench.host.processes import interruptible_children, stop_group
 
 #: adapters with a bfloat16 variant that matters on a GPU (the JAX ones run bf16 only as bf16)
 BF16_ADAPTERS = "fused,torch,torch-cudagraph,haiku:bf16,spyx:bf16"
@@ -133,9 +133,10 @@ def launch(step: CheckStep, limit_s: float, log: IO[str]) -> tuple[str, int | No
     run`` then stops its worker and keeps the finished cases), SIGKILL 30 s later.
     """
     env = {**os.environ, "COLUMNS": "160", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(step.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    with interruptible_children():  # the cut's SIGINT must reach it
+        proc = subprocess.Popen(step.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
     assert proc.stdout is not None
     stream = proc.stdout
 

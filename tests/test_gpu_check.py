@@ -180,3 +180,25 @@ def test_gpu_check_config_is_opennm_2024_lightly_sampled() -> None:
                                              - {"null"})
     assert check["run"]["overhead_probe"] is True
     RunConfig.from_dict(check)  # valid
+
+
+def test_a_step_hears_the_cut_when_gpu_check_was_started_deaf_to_sigint(tmp_path: Path) -> None:
+    """Started as a background job of a script (SIGINT ignored, inherited through exec), the
+    check still interrupts an overrunning step with SIGINT, which then stops cleanly (130)
+    rather than 30 s later by SIGKILL."""
+    code = ("import sys, time\nprint('started', flush=True)\n"
+            "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+            "    print('interrupted: cases kept', flush=True)\n    sys.exit(130)\n")
+    driver = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+              "import snnbench.gpu_check as gc\n"
+              f"step = gc.CheckStep('slow', (sys.executable, '-c', {code!r}), limit_s=60)\n"
+              f"with open({str(tmp_path / 'slow.txt')!r}, 'w') as log:\n"
+              "    print(gc.launch(step, 2.0, log))\n"
+              "print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True,
+                          timeout=60)
+    assert time.monotonic() - start < 25
+    assert "('cut', 130)" in done.stdout, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("True")  # its own SIGINT is ignored again after
+    assert "interrupted: cases kept" in (tmp_path / "slow.txt").read_text()

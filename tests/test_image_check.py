@@ -355,3 +355,18 @@ def test_in_the_gpu_image_only_a_missing_gpu_excuses_an_adapter() -> None:
                    "cannot import lava (ModuleNotFoundError)"):
         assert not ic.unavailable_ok(reason, "gpu"), reason
     assert ic.unavailable_ok("CUDA only: torch 2.13.0+cpu is a CPU build", "cpu")
+
+
+def test_the_cache_summary_counts_the_steps_of_a_multi_stage_build() -> None:
+    """podman prefixes a multi-stage build's steps with their stage (``[2/3] STEP 4/9:``):
+    a cached rebuild once read "23 of 0 steps from the cache"."""
+    ic = _script()
+    log = "\n".join(["[1/2] STEP 1/2: FROM python:3.11-slim AS base",
+                     "[1/2] STEP 2/2: RUN true", "--> Using cache 1a2b",
+                     "[2/2] STEP 1/3: FROM base AS cpu", "[2/2] STEP 2/3: COPY . /src",
+                     "--> Using cache 3c4d", "[2/2] STEP 3/3: RUN pip install /src",
+                     "--> Using cache 5e6f", "COMMIT snnbench:cpu"])
+    assert ic.cache_summary(log) == "3 of 5 steps from the cache"
+    failed = "\n".join(["[2/2] STEP 3/3: RUN pip install /src", "ERROR: no wheel for x==1",
+                        "Error: building at STEP \"RUN pip install /src\": exit status 1"])
+    assert ic.build_failure_reason(failed) == "ERROR: no wheel for x==1"

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -97,6 +98,24 @@ def kill_leftovers(proc: Child) -> None:
     for pid in session_members(proc.pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def interruptible_children() -> Iterator[None]:
+    """Within this block, a child started ignoring nothing it should hear: a process started
+    with SIGINT ignored (a background job of a script: ``cmd &``) passes that on through exec,
+    so the SIGINT of :func:`stop_group` would reach a child deaf to it (cut by SIGKILL 30 s
+    later, its finished cases unsaid). A handler, unlike SIG_IGN, is reset to the default in
+    the child. Only the main thread may change a handler; elsewhere this does nothing."""
+    ignored = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
