@@ -59,7 +59,7 @@ class GraphEquivalence(Agreement):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON (a record's ``equivalence``)."""
-        return asdict(self)
+        return {**asdict(self), "changed": list(self.changed)}  # as JSON reads it back
 
     def unproven(self, declared: Declared) -> str:
         """A build that changed what it was given, or zero gradients on both sides where

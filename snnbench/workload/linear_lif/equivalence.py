@@ -67,6 +67,7 @@ class Equivalence(Agreement):
         """Plain dict for JSON (a record's ``equivalence``)."""
         out = asdict(self)
         del out["tolerance"]
+        out["changed"] = list(self.changed)  # as JSON reads it back
         return out
 
     def passes(self, key: str | None = None) -> bool:
