@@ -55,16 +55,16 @@ def test_shipped_configs_load() -> None:
         config = load_config(REPO / "configs" / f"{name}.toml")
         assert config.cases()
     opennm = load_config(REPO / "configs" / "opennm-2024.toml")
-    assert sorted({s.neurons for s in opennm.cases()}) == [512, 4096, 8192, 16384]
-    assert {s.reset for s in opennm.cases()} == {"subtract", "zero"}
+    assert sorted({s.neurons for s in (w.spec for w in opennm.cases())}) == [512, 4096, 8192, 16384]
+    assert {s.reset for s in (w.spec for w in opennm.cases())} == {"subtract", "zero"}
     # precision is an axis of the headline config (issue 31 A2)
-    assert {s.matmul_precision for s in opennm.cases()} == {"strict", "tf32", "amp-bf16"}
-    assert {(s.batch_size, s.time_steps, s.dtype) for s in opennm.cases()} == {(16, 500, "float32")}
+    assert {s.matmul_precision for s in (w.spec for w in opennm.cases())} == {"strict", "tf32", "amp-bf16"}
+    assert {(s.batch_size, s.time_steps, s.dtype) for s in (w.spec for w in opennm.cases())} == {(16, 500, "float32")}
     fused = load_config(REPO / "configs" / "fused-gpu.toml")
-    assert {(s.neurons, s.dtype) for s in fused.cases()} == {
+    assert {(s.neurons, s.dtype) for s in (w.spec for w in fused.cases())} == {
         (n, d) for n in (512, 1024, 2048, 4096, 8192, 16384) for d in ("float32", "bfloat16")
     }
-    assert {(s.batch_size, s.time_steps, s.matmul_precision) for s in fused.cases()} == {
+    assert {(s.batch_size, s.time_steps, s.matmul_precision) for s in (w.spec for w in fused.cases())} == {
         (16, 500, "strict")
     }
     scaling = load_config(REPO / "configs" / "scaling.toml")
@@ -90,7 +90,7 @@ def test_overrides_replace_sweep_fields() -> None:
                                 "sweep": [{"neurons": [1, 2]}, {"neurons": [3], "time_steps": [5, 6]}]})
     assert len(base.cases()) == 4
     over = base.with_overrides({"repeats": 3}, {"neurons": [7], "time_steps": [9]})
-    assert [(s.neurons, s.time_steps) for s in over.cases()] == [(7, 9)]
+    assert [(s.neurons, s.time_steps) for s in (w.spec for w in over.cases())] == [(7, 9)]
     assert over.run.repeats == 3
     with pytest.raises(ConfigError):
         base.with_overrides({"repeats": 0}, {})

@@ -41,6 +41,7 @@ from snnbench.records.sampling import (
     check,
 )
 from snnbench.records.schema import TIMED_PHASES
+from snnbench.workload import LinearLif, Workload
 from snnbench.workload.linear_lif.spec import NetworkSpec, SpecError
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
@@ -217,7 +218,7 @@ class RunConfig:
     environments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
 
-    def cases(self) -> list[NetworkSpec]:
+    def cases(self) -> list[Workload]:
         """Every distinct case, in sweep order (duplicates across tables are dropped)."""
         tables = self.sweeps or ({},)
         seen: set[str] = set()
@@ -235,7 +236,7 @@ class RunConfig:
                 if spec.case_id not in seen:
                     seen.add(spec.case_id)
                     specs.append(spec)
-        return specs
+        return [LinearLif(spec) for spec in specs]
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what the manifest stores and ``--resume`` reloads)."""

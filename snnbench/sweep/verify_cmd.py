@@ -17,7 +17,6 @@ from rich.console import Console
 from snnbench.adapter_shim import as_v2
 from snnbench.executors.local import run_in_folder
 from snnbench.host.scratch import scratch_folder
-from snnbench.measure.verify import verification_spec
 from snnbench.records.contract import DUMP_NOT_WRITTEN, CaseRecord, adapter_label, file_safe
 from snnbench.records.schema import FAILED_STATUSES
 from snnbench.registry import discover
@@ -57,7 +56,7 @@ def run_verification(
         # the overhead probe computes no LIF: nothing of it to verify
         config = replace(request.config, run=replace(request.config.run, overhead_probe=False))
         tasks = list(dict.fromkeys(
-            replace(task, spec=verification_spec(task.spec, config.run.verify_time_steps))
+            replace(task, workload=task.workload.shortened(config.run.verify_time_steps))
             for task in plan_tasks(config, entries, resolve_device(config.run.device))))
     else:
         config = RunConfig(
@@ -101,21 +100,26 @@ def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
         return task
     knobs = as_v2(cls()).capabilities(task.variant).knobs(LinearLif.kind)
     allowed = knobs.detach_reset if isinstance(knobs, LinearLifKnobs) else ()
-    if task.spec.detach_reset in allowed or not allowed:
+    if not isinstance(task.workload, LinearLif):
         return task
-    return replace(task, spec=task.spec.replace(detach_reset=allowed[0]))
+    spec = task.workload.spec
+    if spec.detach_reset in allowed or not allowed:
+        return task
+    return replace(task, workload=LinearLif(spec.replace(detach_reset=allowed[0])))
 
 
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
            largest: int, tmp: Path) -> CaseRecord:
     dump_path = ""
     if request.dump_dir is not None and task.workload.size == largest:
-        detach = "" if request.detach_reset != "both" or task.spec.detach_reset else "-nodetach"
+        params = task.workload.params()
+        detach = ("" if request.detach_reset != "both" or params.get("detach_reset", True)
+                  else "-nodetach")
         env = f"@{task.environment.name}" if task.environment.name else ""
         # a config's cases may differ in any field: its case id keeps their dumps apart
-        case = f"-{task.spec.case_id}" if request.config is not None else ""
-        name = file_safe(f"{task.adapter}{env}-{task.variant}-{task.spec.reset}{detach}{case}"
-                         ".npz")
+        case = f"-{task.workload.case_id}" if request.config is not None else ""
+        name = file_safe(f"{task.adapter}{env}-{task.variant}-{params.get('reset', '')}"
+                         f"{detach}{case}.npz")
         dump_path = str((request.dump_dir / name).resolve())
     try:
         adapter = entries[task.adapter].create()
