@@ -19,7 +19,6 @@ The registered adapter is :class:`Fused` (plugin API v2): ``linear-lif`` cases t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from snnbench import plugin
@@ -27,14 +26,12 @@ from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
     Capabilities,
-    CaseSkipped,
     Model,
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.workload import LinearLif, NirGraph, Workload
-from snnbench.workload.graph.workload import KIND as NIR_GRAPH
-from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -43,6 +40,7 @@ from snnbench.workload.linear_lif.spec import (
     NetworkSpec,
 )
 
+from ._graph_wrap import SpecAndGraphAdapter
 from .fused_graph import FUSED_GRAPH_KNOBS
 
 
@@ -143,71 +141,19 @@ class FusedAdapter(Adapter):
         return model
 
 
-class _NamedGradients(plugin.V1Model):
-    """A :class:`FusedAdapter` model whose gradients are read by name."""
-
-    def __init__(self, model: Model, workload: LinearLif) -> None:
-        super().__init__(model)
-        self._workload = workload
-
-    def gradients(self) -> Mapping[str, Any]:
-        grad_weights, grad_biases = self.legacy.gradients()
-        return self._workload.gradients_by_name(grad_weights, grad_biases)
-
-
-class Fused(plugin.Adapter):
+class Fused(SpecAndGraphAdapter):
     """The registered ``fused`` adapter (plugin API v2): ``linear-lif`` through
     :class:`FusedAdapter`, its capabilities, refusals and checks unchanged; ``nir-graph``
     (``default`` variant) through :class:`~snnbench.adapters.fused_graph.FusedGraphModel`."""
 
-    name = FusedAdapter.name
-    library = FusedAdapter.library
-    module = FusedAdapter.module
-    framework = FusedAdapter.framework
-    depends_on = FusedAdapter.depends_on
-    description = FusedAdapter.description
-    variants = FusedAdapter.variants
+    linear_lif = FusedAdapter
 
-    def __init__(self) -> None:
-        #: the plugin API v1 adapter that builds ``linear-lif`` cases
-        self.spec_adapter = FusedAdapter()
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        # no CUDA graph capture of a graph build (not verified)
+        return FUSED_GRAPH_KNOBS if variant == "default" else None
 
-    def version(self) -> str:
-        return self.spec_adapter.version()
-
-    def worker_env(self, variant: str) -> dict[str, str]:
-        return self.spec_adapter.worker_env(variant)
-
-    def check_variant(self, variant: str, device: str) -> None:
-        self.spec_adapter.check_variant(variant, device)
-
-    def capabilities(self, variant: str) -> plugin.Capabilities:
-        old = self.spec_adapter.capabilities(variant)
-        workloads: dict[str, Any] = {LINEAR_LIF: old.knobs()}
-        if variant == "default":  # no CUDA graph capture of a graph build (not verified)
-            workloads[NIR_GRAPH] = FUSED_GRAPH_KNOBS
-        return plugin.Capabilities(
-            workloads=workloads, devices=old.devices, exact_dynamics=old.exact_dynamics,
-            exact_gradient=old.exact_gradient, approximation_note=old.approximation_note,
-            verifiable=old.verifiable)
-
-    def reason_skipped(self, workload: Workload, device: str, variant: str) -> str | None:
-        if isinstance(workload, LinearLif):
-            return self.spec_adapter.reason_skipped(workload.spec, device, variant)
-        return self.capabilities(variant).reason_unsupported(workload, device)
-
-    def build(self, workload: Workload, data: Any, device: str, variant: str) -> plugin.Model:
-        if isinstance(workload, LinearLif):
-            return _NamedGradients(self.spec_adapter.build(workload.spec, data, device,
-                                                           variant), workload)
-        reason = self.reason_skipped(workload, device, variant)
-        if reason is not None:
-            raise CaseSkipped(reason)
-        assert isinstance(workload, NirGraph)  # the only other kind the knobs accept
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
         from .fused_graph import FusedGraphModel
 
-        self.check_variant(variant, device)  # the CPU scan compiled, or Triton present
         return FusedGraphModel(workload, data, device)
-
-    def __repr__(self) -> str:
-        return "Fused()"

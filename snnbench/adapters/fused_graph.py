@@ -34,6 +34,8 @@ from snnbench.workload.graph.nodes import LIF, Affine, Graph, Linear
 from snnbench.workload.graph.reference import Dynamics, membrane_coefficients
 from snnbench.workload.linear_lif.neuron import SURROGATES
 
+from ._layer_chain import chain_names, uniform_value
+
 #: what the fused build honours of a graph case; the chain, the uniform parameters and an
 #: exact gain are checked at build time (:func:`plan_chain`)
 FUSED_GRAPH_KNOBS = GraphKnobs(node_kinds=("Input", "Output", "Affine", "Linear", "LIF"),
@@ -56,32 +58,8 @@ class FusedLayer:
     threshold: float
 
 
-def _chain_names(graph: Graph) -> list[str]:
-    """The node names from the input to the output when the graph is a chain; else a skip."""
-    succ: dict[str, list[str]] = {}
-    preds: dict[str, int] = {}
-    for src, dst in graph.edges:
-        succ.setdefault(src, []).append(dst)
-        preds[dst] = preds.get(dst, 0) + 1
-    names = [graph.input]
-    while names[-1] != graph.output:
-        nxt = succ.get(names[-1], [])
-        if len(nxt) != 1 or preds.get(nxt[0], 0) != 1:
-            raise CaseSkipped(f"the graph is not a chain at node {names[-1]!r}: the fused "
-                              "build takes Input → (Affine → LIF) × k → Output only")
-        names.append(nxt[0])
-    if len(names) != len(graph.nodes):
-        raise CaseSkipped("the graph has nodes off its input-output chain: the fused build "
-                          "takes Input → (Affine → LIF) × k → Output only")
-    return names
-
-
-def _uniform(node_name: str, field: str, value: np.ndarray) -> float:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    if not flat.size or not np.all(flat == flat[0]):
-        raise CaseSkipped(f"{node_name}.{field} differs between neurons: a fused layer has "
-                          "one value per layer")
-    return float(flat[0])
+#: the graphs the fused build takes
+_SHAPE = "Input → (Affine → LIF) × k → Output"
 
 
 def _exact_in_float32(gain: np.float32, values: np.ndarray) -> bool:
@@ -95,7 +73,7 @@ def plan_chain(graph: Graph, params: Mapping[str, np.ndarray], dyn: Dynamics
                ) -> list[FusedLayer]:
     """The fused layers of ``graph`` at ``dyn``; :class:`CaseSkipped` with the reason when
     it is not a chain of exactly mappable Affine/Linear → LIF layers (module docstring)."""
-    names = _chain_names(graph)
+    names = chain_names(graph, "the fused build", _SHAPE)
     inner = names[1:-1]
     if not inner or len(inner) % 2:
         raise CaseSkipped("the graph is not (Affine → LIF) × k between its input and output")
@@ -108,9 +86,8 @@ def plan_chain(graph: Graph, params: Mapping[str, np.ndarray], dyn: Dynamics
         if len(syn.in_shape) != 1:
             raise CaseSkipped(f"{syn_name} takes a {syn.in_shape} input: a fused layer takes "
                               "a vector")
-        tau = _uniform(lif_name, "tau", lif.tau)
-        r = _uniform(lif_name, "r", lif.r)
-        theta = _uniform(lif_name, "v_threshold", lif.v_threshold)
+        tau, r, theta = (uniform_value(lif_name, f, getattr(lif, f), "a fused layer")
+                         for f in ("tau", "r", "v_threshold"))
         if np.any(np.asarray(lif.v_leak) != 0.0):
             raise CaseSkipped(f"{lif_name}.v_leak is not 0: a fused layer has no leak term")
         if not theta > 0.0:
