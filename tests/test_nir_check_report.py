@@ -94,6 +94,17 @@ def test_a_file_snnbench_did_not_write_is_never_overwritten(tmp_path: Path) -> N
     assert target.read_text() == "mine\n"
 
 
+def test_a_foreign_ledger_is_never_overwritten(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    (run / "nir-check").mkdir()
+    ledger = run / "nir-check" / WRITTEN_LEDGER
+    ledger.write_text("not a ledger\n")
+    with pytest.raises(StorageError, match="not a ledger snnbench wrote"):
+        conformance.save_check(run, _report())
+    assert ledger.read_text() == "not a ledger\n"
+    assert [p.name for p in (run / "nir-check").iterdir()] == [WRITTEN_LEDGER]
+
+
 @pytest.mark.parametrize("where", ["not a run folder", "a link"])
 def test_a_folder_that_cannot_take_the_result_is_refused(tmp_path: Path, where: str) -> None:
     if where == "a link":

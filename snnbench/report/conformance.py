@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from snnbench.records.fileio import (
+    WRITTEN_LEDGER,
     NotAFile,
     StorageError,
     parse_json,
     read_regular,
     write_recorded,
     written_by_snnbench,
+    written_files,
 )
 from snnbench.render import Table
 from snnbench.report.export.base import Block
@@ -61,6 +63,10 @@ def save_check(run_dir: Path, report: ConformanceReport) -> Path:
     file. The same check written before is replaced; any other file of that name is left
     untouched and raises :class:`StorageError`."""
     folder = check_folder(run_dir)
+    if folder.is_dir() and written_files(folder) is None:
+        raise StorageError(f"{folder / WRITTEN_LEDGER} is not a ledger snnbench wrote "
+                           "(damaged, or someone else's file): it was left as it is; "
+                           "nothing was written")
     target = folder / report.file_name
     if (target.exists() or target.is_symlink()) and not written_by_snnbench(target):
         raise StorageError(f"{target} exists and is not a nir-check result snnbench wrote "
