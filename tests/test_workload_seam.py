@@ -170,6 +170,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     # config's network overrides, verify's flags its request (the CLI names the network's
     # knobs; the library takes them as plain overrides)
     **{("cli", f): "the CLI's network flags" for f in _FLAGS},
+    # nir-check's --input-std: the graph workload's field of that name, which it checks at
+    ("cli", "input_std"): "nir-check's --input-std (a nir-graph field)",
     # verify's network flags, checked and held as one request, and turned into the sweep
     # verify runs (its --reset/--detach-reset/--neurons choose cases; --dump names a file by
     # its reset): the CLI's network flags, one step down

@@ -10,12 +10,18 @@ Variant ``cudagraph`` (CUDA only) replays the same layers' forward and backward 
 graphs. At small n the GPU work of a whole step is tens of microseconds, about what the CPU
 spends launching its handful of kernels and building the autograd graph; a replay removes that
 CPU cost and nothing else.
+
+The registered adapter is :class:`Fused` (plugin API v2): ``linear-lif`` cases through
+:class:`FusedAdapter` (plugin API v1) unchanged, and, in the ``default`` variant,
+``nir-graph`` cases that are a chain of Affine → LIF layers mapping exactly onto fused layers
+(:mod:`.fused_graph`; anything else a ``skipped`` row with the reason).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -24,6 +30,8 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -31,6 +39,9 @@ from snnbench.workload.linear_lif.spec import (
     CaseData,
     NetworkSpec,
 )
+
+from ._graph_wrap import SpecAndGraphAdapter
+from .fused_graph import FUSED_GRAPH_KNOBS
 
 
 class FusedAdapter(Adapter):
@@ -128,3 +139,21 @@ class FusedAdapter(Adapter):
         model: Model = TorchModel(network, linears, x, device,
                                   grad_scaler=compute == torch.float16)
         return model
+
+
+class Fused(SpecAndGraphAdapter):
+    """The registered ``fused`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`FusedAdapter`, its capabilities, refusals and checks unchanged; ``nir-graph``
+    (``default`` variant) through :class:`~snnbench.adapters.fused_graph.FusedGraphModel`."""
+
+    linear_lif = FusedAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        # no CUDA graph capture of a graph build (not verified)
+        return FUSED_GRAPH_KNOBS if variant == "default" else None
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .fused_graph import FusedGraphModel
+
+        return FusedGraphModel(workload, data, device)

@@ -33,6 +33,10 @@ Configuration (lava-dl 0.6.0, ``lava/lib/dl/slayer/neuron/cuba.py`` and
   set-up (``prepare_s``), never part of a case, and a failure reads as "unavailable" rather than
   an error in the timed loop. ``make gpu-setup`` does the first build on a GPU box.
 
+The registered adapter is :class:`~snnbench.adapters.lava_dl_graph.LavaDl` (plugin API v2):
+``linear-lif`` cases through :class:`LavaDlAdapter` here, unchanged, and ``nir-graph`` chains
+of Affine → LIF or CubaLIF layers, declared approximate as the Linear+LIF build is.
+
 Import quirks (worker only, never at module import): lava-dl 0.6 declares Python < 3.11 (install
 with ``pip install --no-deps --ignore-requires-python lava-dl`` plus opencv-python-headless);
 ``import lava.lib.dl.slayer`` imports torchvision for its object-detection helpers, and a CPU
@@ -117,20 +121,26 @@ def pin_jit_arch(slayer: Any, capability: tuple[int, int]) -> str:
 
 def surrogate_grad_params(spec: NetworkSpec, threshold: float) -> tuple[float, float]:
     """(tau_grad, scale_grad) giving lava's exponential surrogate the spec surrogate's peak
-    and area.
+    and area (:func:`grad_params`)."""
+    return grad_params(spec.surrogate, float(spec.surrogate_slope), threshold)
+
+
+def grad_params(surrogate: str, slope: float, threshold: float) -> tuple[float, float]:
+    """(tau_grad, scale_grad) giving lava's exponential surrogate the peak and area of
+    ``surrogate`` of slope ``slope``.
 
     lava's derivative is ``s/(2τ)·exp(-|u|/τ)`` with ``τ = tau_grad·θ·100`` and
     ``s = scale_grad·0.1``: peak ``s/(2τ)``, area ``s``.
     """
-    k = float(spec.surrogate_slope)
-    if spec.surrogate == "fast_sigmoid":  # 1/(1+k|u|)^2
+    k = float(slope)
+    if surrogate == "fast_sigmoid":  # 1/(1+k|u|)^2
         peak, area = 1.0, 2.0 / k
-    elif spec.surrogate == "atan":  # (k/2)/(1+(pi/2 k u)^2)
+    elif surrogate == "atan":  # (k/2)/(1+(pi/2 k u)^2)
         peak, area = k / 2.0, 1.0
-    elif spec.surrogate == "sigmoid":  # k σ(ku)(1-σ(ku))
+    elif surrogate == "sigmoid":  # k σ(ku)(1-σ(ku))
         peak, area = k / 4.0, 1.0
     else:
-        raise ValueError(f"unknown surrogate {spec.surrogate!r}")
+        raise ValueError(f"unknown surrogate {surrogate!r}")
     tau_eff = area / (2.0 * peak)
     return tau_eff / (threshold * TAU_RHO_MULT), area / SCALE_RHO_MULT
 

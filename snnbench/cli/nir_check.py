@@ -35,6 +35,9 @@ def nir_check(
         = 300.0,
     format: Annotated[str, typer.Option(
         "--format", "-f", help="terminal (a table), json or markdown.")] = "terminal",
+    out: Annotated[Path | None, typer.Option(
+        help="A run folder to keep the result in (nir-check/<network>-<id>.json), which "
+             "'snnbench report' then shows.")] = None,
 ) -> None:
     """Import a NIR graph with each library's own importer and classify what it computes.
 
@@ -43,8 +46,9 @@ def nir_check(
     with snnbench's float64 reference of the graph at --dt: exact, exact up to a scale
     (another dt, a read-out off by a factor), a different model (with the differences its
     probes found: the dt it behaves as, r ignored, reset, spike rule, a step late, dropped
-    nodes), unsupported (the importer failed: why) or unavailable (not installed). Exit 0
-    when it ran, 2 for bad input."""
+    nodes), unsupported (the importer failed: why) or unavailable (not installed). With
+    --out RUN the result is also kept in run folder RUN, for its report. Exit 0 when it
+    ran, 2 for bad input."""
     from snnbench.workload.graph.conformance.check import check_graph, parse_libraries
     from snnbench.workload.graph.conformance.render import FORMATS, render
     from snnbench.workload.graph.load import GraphError
@@ -55,6 +59,10 @@ def nir_check(
         raise GraphError("--dt is missing: a NIR graph states no time step; give one "
                          "(seconds, e.g. --dt 1e-3)")
     names = parse_libraries(libraries)
+    if out is not None:
+        from snnbench.report.conformance import check_folder
+
+        check_folder(out)  # a folder that cannot take the result is refused before the check
 
     def progress(library: str) -> None:
         if format == "terminal":
@@ -64,3 +72,9 @@ def nir_check(
                          time_steps=time_steps, batch_size=batch_size, seed=seed,
                          input_std=input_std, reset=reset, discretisation=discretisation)
     output.console.print(escape(render(report, format)), highlight=False, soft_wrap=True)
+    if out is not None:
+        from snnbench.report.conformance import save_check
+
+        saved = save_check(out, report)
+        if format == "terminal":
+            output.err_console.print(f"kept in {escape(str(saved))}", highlight=False)

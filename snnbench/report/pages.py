@@ -31,6 +31,7 @@ from snnbench.records.roofline import IMPOSSIBLE_NOTE, impossible_rows
 from snnbench.records.schema import FLOOR, GROUP_COLUMNS, NETWORK, group_title, rows_workload
 from snnbench.render import Table
 from snnbench.report import plots, speedups, targets
+from snnbench.report.conformance import conformance_blocks
 from snnbench.report.export import EXPORTERS, ReportPage
 from snnbench.report.tables import case_text, format_table, reading_order, summary_table
 from snnbench.store.overhead import OVERHEAD_GOAL, harness_overhead, is_probe
@@ -463,7 +464,8 @@ def report(run_dir: str | Path, out_dir: str | Path | None = None, *,
                       overhead=overhead_lines(summary), alerts=alert_lines(run),
                       trust=trust_lines(run, ok, unread),
                       headline=headline_table([(g.title, g.rows) for g in groups],
-                                              run.samples))
+                                              run.samples),
+                      conformance=conformance_blocks(run.path))
     # one page per format that draws a page (report.md, report.html), in the registry's order
     for fmt in EXPORTERS.formats(ReportPage):
         exporter = EXPORTERS.get(fmt, ReportPage)

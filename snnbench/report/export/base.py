@@ -11,7 +11,7 @@ a run folder as ``show`` prints it (:class:`RunResult`), a comparison as ``compa
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -92,6 +92,9 @@ class ReportPage:
     trust: list[tuple[bool, str]]
     #: who is fastest at each n
     headline: Table
+    #: the nir-check results kept in the run folder, a block each
+    #: (:func:`snnbench.report.conformance.conformance_blocks`)
+    conformance: list[Block] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ def closing_blocks(page: ReportPage) -> list[Block]:
                         page.problems if page.problems.rows else None, bad=True))
     if page.warns.rows:
         blocks.append(Block("Measurement warnings", page.warns))
+    blocks += page.conformance
     blocks.append(Block("Environment", page.env))
     if page.goals.rows:
         blocks.append(Block("Fused backend against its targets", page.goals, GOALS_NOTE))

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +66,24 @@ class LibraryCheck:
                 "output_mean": self.output_mean, "reference_mean": self.reference_mean,
                 "seconds": round(self.seconds, 3)}
 
+    @classmethod
+    def from_dict(cls, data: Any) -> LibraryCheck:
+        """The check :meth:`to_dict` wrote; anything else raises a one-line ``ValueError``."""
+        if not isinstance(data, dict):
+            raise ValueError("a check is not a JSON object")
+        findings = data.get("findings", [])
+        if not isinstance(findings, list) or not all(isinstance(f, str) for f in findings):
+            raise ValueError("'findings' is not a list of texts")
+        seconds = _number(data, "seconds", optional=True)
+        # an unknown verdict raises ValueError in __post_init__
+        return cls(library=_text(data, "library"), version=_text(data, "version"),
+                   verdict=_text(data, "verdict"), findings=tuple(findings),
+                   reason=_text(data, "reason"), called=_text(data, "called"),
+                   agreement=_number(data, "agreement", optional=True),
+                   output_mean=_number(data, "output_mean", optional=True),
+                   reference_mean=_number(data, "reference_mean", optional=True),
+                   seconds=seconds if seconds is not None else 0.0)
+
 
 @dataclass(frozen=True)
 class ConformanceReport:
@@ -89,3 +111,81 @@ class ConformanceReport:
                 "seed": self.seed, "input_std": self.input_std, "reset": self.reset,
                 "discretisation": self.discretisation, "versions": dict(self.versions),
                 "checks": [c.to_dict() for c in self.checks]}
+
+    @property
+    def check_id(self) -> str:
+        """sha1 of the graph's content and of every choice the check ran at, the libraries
+        included (12 hex digits): two checks of one id checked the same thing."""
+        body = {"graph_hash": self.graph_hash, "dt": self.dt, "time_steps": self.time_steps,
+                "batch_size": self.batch_size, "seed": self.seed,
+                "input_std": self.input_std, "reset": self.reset,
+                "discretisation": self.discretisation,
+                "libraries": sorted(c.library for c in self.checks)}
+        return hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def file_name(self) -> str:
+        """``<network>-<check_id>.json``: the file a run folder keeps this check in (the
+        network's name reduced to letters, digits, ``.``, ``_`` and ``-``)."""
+        network = re.sub(r"[^A-Za-z0-9._-]+", "-", self.network).strip(".-")[:60] or "graph"
+        return f"{network}-{self.check_id}.json"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ConformanceReport:
+        """The report :meth:`to_dict` wrote, checked whole (a file someone sent is untrusted);
+        anything else, another schema version included, raises a one-line ``ValueError``."""
+        if not isinstance(data, dict) or data.get("kind") != "nir-check":
+            raise ValueError("not a nir-check result (no \"kind\": \"nir-check\")")
+        if data.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"schema {data.get('schema')!r}, not {SCHEMA_VERSION}: written "
+                             "by another snnbench")
+        dt, input_std = _number(data, "dt"), _number(data, "input_std")
+        versions = data.get("versions", {})
+        if not isinstance(versions, dict) or not all(
+                isinstance(v, str) for v in versions.values()):
+            raise ValueError("'versions' is not an object of texts")
+        checks = data.get("checks")
+        if not isinstance(checks, list):
+            raise ValueError("'checks' is not a list")
+        parsed = []
+        for i, check in enumerate(checks):
+            try:
+                parsed.append(LibraryCheck.from_dict(check))
+            except ValueError as exc:
+                raise ValueError(f"check {i + 1}: {exc}") from None
+        assert dt is not None and input_std is not None
+        return cls(graph=_text(data, "graph"), network=_text(data, "network"),
+                   graph_hash=_text(data, "graph_hash"), dt=dt,
+                   time_steps=_integer(data, "time_steps"),
+                   batch_size=_integer(data, "batch_size"), seed=_integer(data, "seed"),
+                   input_std=input_std, reset=_text(data, "reset"),
+                   discretisation=_text(data, "discretisation"),
+                   versions={str(k): v for k, v in versions.items()}, checks=tuple(parsed))
+
+
+#: the longest text a stored result may hold in one field (a reason is one line)
+_MAX_TEXT = 2000
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        raise ValueError(f"{key!r} is not a text of at most {_MAX_TEXT} characters")
+    return value
+
+
+def _integer(data: dict[str, Any], key: str) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key!r} is not an integer ≥ 0")
+    return value
+
+
+def _number(data: dict[str, Any], key: str, *, optional: bool = False) -> float | None:
+    value = data.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise ValueError(f"{key!r} is not a finite number")
+    return float(value)
