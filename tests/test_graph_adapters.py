@@ -41,13 +41,19 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
                                "surrogate_slope": 4.0}),
     "sinabs": ("default", {"reset": "zero"}),
     "haiku": ("fp32", {"detach_reset": False, "discretisation": "exponential"}),
+    "torch-compile": ("default", {"reset": "zero", "detach_reset": False}),
 }
+#: time steps per compiled chunk of ``torch-compile`` here: 40 steps cross chunk boundaries and
+#: end with a shorter chunk, and a short chunk compiles in seconds
+COMPILE_CHUNK = 16
 
 
 def _adapter(name: str) -> AdapterV2:
     """The adapter as the harness makes it: the real entry point, through ``create()``."""
     adapter = discover()[name].create()
     assert isinstance(adapter, AdapterV2) and type(adapter).api_version == 2, type(adapter)
+    if name == "torch-compile":
+        adapter.spec_adapter.chunk_steps = COMPILE_CHUNK  # type: ignore[attr-defined]
     return available_or_skip(adapter)
 
 
@@ -144,6 +150,7 @@ def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         ("spikingjelly", "torch", _workload(mlp), "cuda", "Python surrogate"),
         ("sinabs", "default", _workload(mlp), "tpu", "device 'tpu' not supported"),
         ("haiku", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
+        ("torch-compile", "default", _workload(mlp), "cuda", "verified on the CPU only"),
     ]
     entries = discover()
     for name, variant, workload, device, words in declared:
@@ -179,7 +186,7 @@ def test_a_variant_without_a_graph_build_does_not_declare_the_kind() -> None:
                 for name in GRAPH_ADAPTERS}
     assert declared["spikingjelly"] == ["torch"]
     assert declared["haiku"] == ["fp32"]
-    for name in ("torch-compile", "norse-compile", "torch-cudagraph"):
+    for name in ("norse-compile", "torch-cudagraph", "fused", "spyx"):
         caps = entries[name].create().capabilities("default")
         assert caps.knobs("nir-graph") is None
 
