@@ -25,7 +25,7 @@ from snnbench.workload import GraphKnobs, NirGraph
 from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.examples import EXAMPLES, write_example, write_graph
 from snnbench.workload.graph.nodes import NODE_TYPES
-from tests.conftest import available_or_skip
+from tests.conftest import available_or_skip, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -213,13 +213,26 @@ def test_graph_knobs_and_refusals_import_no_library(graphs: dict[str, Path]) -> 
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_list_json_shows_the_kinds() -> None:
-    """``list --json`` carries each variant's kinds (the probe's capabilities)."""
-    adapter = discover()["torch"].create()
-    shown = adapter.capabilities("default").to_dict()
-    assert list(shown["workloads"]) == ["linear-lif", "nir-graph"]
-    assert shown["workloads"]["nir-graph"]["node_kinds"] == tuple(NODE_TYPES)
-    json.dumps(shown)  # plain data
+@pytest.mark.slow
+def test_list_shows_the_kinds(tmp_path: Path) -> None:
+    """``list`` names the kinds each adapter builds; ``list --json`` carries each variant's
+    knobs under ``workloads``."""
+    env = {"SNNBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    proc = run_cli("list", "--json", "--adapters", "torch,spikingjelly,lava-dl", env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    torch_kinds = rows["torch"]["capabilities"]["default"]["workloads"]
+    assert list(torch_kinds) == ["linear-lif", "nir-graph"]
+    assert torch_kinds["nir-graph"]["node_kinds"] == list(NODE_TYPES)
+    jelly = rows["spikingjelly"]["capabilities"]
+    assert "nir-graph" in jelly["torch"]["workloads"]
+    assert list(jelly["triton"]["workloads"]) == ["linear-lif"]
+    text = run_cli("list", "--adapters", "torch,lava-dl", env={**env, "COLUMNS": "250"})
+    assert text.returncode == 0, text.stderr
+    lines = {line.split("│")[1].strip(): line for line in text.stdout.splitlines()
+             if line.count("│") > 2}
+    assert "linear-lif, nir-graph" in lines["torch"]
+    assert "nir-graph" not in lines["lava-dl"] and "linear-lif" in lines["lava-dl"]
 
 
 # -- docs/nir.md's support table is the knobs -------------------------------------------------
