@@ -42,6 +42,7 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "sinabs": ("default", {"reset": "zero"}),
     "haiku": ("fp32", {"detach_reset": False, "discretisation": "exponential"}),
     "torch-compile": ("default", {"reset": "zero", "detach_reset": False}),
+    "brainstate": ("fp32", {"surrogate": "atan", "surrogate_slope": 2.0}),
 }
 #: time steps per compiled chunk of ``torch-compile`` here: 40 steps cross chunk boundaries and
 #: end with a shorter chunk, and a short chunk compiles in seconds
@@ -151,6 +152,7 @@ def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         ("sinabs", "default", _workload(mlp), "tpu", "device 'tpu' not supported"),
         ("haiku", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
         ("torch-compile", "default", _workload(mlp), "cuda", "verified on the CPU only"),
+        ("brainstate", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
     ]
     entries = discover()
     for name, variant, workload, device, words in declared:
@@ -186,6 +188,7 @@ def test_a_variant_without_a_graph_build_does_not_declare_the_kind() -> None:
                 for name in GRAPH_ADAPTERS}
     assert declared["spikingjelly"] == ["torch"]
     assert declared["haiku"] == ["fp32"]
+    assert declared["brainstate"] == ["fp32"]
     for name in ("norse-compile", "torch-cudagraph", "fused", "spyx"):
         caps = entries[name].create().capabilities("default")
         assert caps.knobs("nir-graph") is None
@@ -205,7 +208,8 @@ def test_graph_knobs_and_refusals_import_no_library(graphs: dict[str, Path]) -> 
         "        a.capabilities(v).to_dict()\n"
         "        for device in ('cpu', 'cuda'):\n"
         "            a.reason_skipped(w, device, v)\n"
-        "libs = ['torch', 'jax', 'snntorch', 'norse', 'spikingjelly', 'sinabs', 'haiku']\n"
+        "libs = ['torch', 'jax', 'snntorch', 'norse', 'spikingjelly', 'sinabs', 'haiku',\n"
+        "        'brainstate', 'braintools']\n"
         "print(json.dumps([m for m in libs if m in sys.modules]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

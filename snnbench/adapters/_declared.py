@@ -1,6 +1,6 @@
 """What the shipped adapters declare of the ``nir-graph`` kind, stated without importing any
-library (``list``, planning and ``reason_skipped`` read it in the parent process), and the
-refusals an adapter's Linear+LIF and graph builds share.
+library (``list``, planning and ``reason_skipped`` read it in the parent process), and what an
+adapter's Linear+LIF and graph builds share (a refusal, a library's surrogate names).
 
 Each library's :class:`~snnbench.workload.graph.GraphKnobs` name the node kinds its native
 builder (``snnbench/adapters/<library>_graph.py``) builds and the choices it follows exactly;
@@ -24,6 +24,13 @@ SNNTORCH_SUBTRACT_REASON = (
     "decay (reset_delay=True) or subtracts it again at the next step if v_pre >= 2θ "
     "(reset_delay=False); both change spikes (supports: zero)"
 )
+
+#: brainstate: the spec's surrogate → the braintools.surrogate class with the same derivative
+BRAINSTATE_SURROGATE_CLASSES: dict[str, str] = {
+    "fast_sigmoid": "InvSquareGrad",
+    "atan": "Arctan",
+    "sigmoid": "Sigmoid",
+}
 
 #: plain PyTorch (:mod:`.torch_graph`): every node kind, surrogate, reset, detach rule and
 #: discretisation
@@ -50,3 +57,7 @@ SINABS_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES
 
 #: haiku's ``fp32`` variant (:mod:`.haiku_graph`): every node kind (a graph case is float32)
 HAIKU_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
+
+#: brainstate's ``fp32`` variant (:mod:`.brainstate_graph`): every node kind (a graph case is
+#: float32)
+BRAINSTATE_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
