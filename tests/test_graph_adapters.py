@@ -21,7 +21,7 @@ pytest.importorskip("nir")
 from snnbench.adapter import CaseSkipped
 from snnbench.plugin import Adapter as AdapterV2
 from snnbench.registry import discover
-from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload import GraphKnobs, LinearLif, NirGraph
 from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.examples import EXAMPLES, write_example, write_graph
 from snnbench.workload.graph.nodes import NODE_TYPES
@@ -43,6 +43,14 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "haiku": ("fp32", {"detach_reset": False, "discretisation": "exponential"}),
     "torch-compile": ("default", {"reset": "zero", "detach_reset": False}),
     "brainstate": ("fp32", {"surrogate": "atan", "surrogate_slope": 2.0}),
+    # its only reset: subtract through the spike
+    "rockpool": ("default", {"detach_reset": False, "surrogate": "sigmoid",
+                             "surrogate_slope": 4.0}),
+}
+#: (adapter, example) whose node kinds the adapter's knobs refuse, and the reason's words
+REFUSED = {
+    ("rockpool", "shd-mlp"): "node kind LI not built",
+    ("rockpool", "cuba-mlp"): "node kind CubaLIF not built",
 }
 #: time steps per compiled chunk of ``torch-compile`` here: 40 steps cross chunk boundaries and
 #: end with a shorter chunk, and a short chunk compiles in seconds
@@ -78,6 +86,10 @@ def test_adapter_builds_each_example_exactly(graphs: dict[str, Path], name: str,
     knobs = adapter.capabilities(variant).knobs("nir-graph")
     assert isinstance(knobs, GraphKnobs)
     workload = _workload(graphs[example], **choices)
+    if (name, example) in REFUSED:  # a skipped row, with the reason
+        reason = adapter.reason_skipped(workload, "cpu", variant)
+        assert reason is not None and REFUSED[name, example] in reason
+        return
     assert knobs.reason_unsupported(workload) is None
     assert adapter.reason_skipped(workload, "cpu", variant) is None
     data = workload.make_data()
@@ -106,8 +118,12 @@ def test_the_linear_lif_build_is_unchanged(name: str) -> None:
 
     adapter = _adapter(name)
     variant, _ = GRAPH_ADAPTERS[name]
-    spec = NetworkSpec(neurons=32, batch_size=2, time_steps=20, seed=3, reset="zero",
+    # a spec every one of them builds exactly (Rockpool resets by subtraction only, snnTorch
+    # to zero only)
+    spec = NetworkSpec(neurons=32, batch_size=2, time_steps=20, seed=3,
+                       reset="subtract" if name == "rockpool" else "zero",
                        detach_reset=False, surrogate="sigmoid", surrogate_slope=4.0)
+    assert adapter.reason_skipped(LinearLif(spec), "cpu", variant) is None
     eq, _ = check_adapter(adapter, variant, spec, "cpu")
     assert eq.spike_match == 1.0 and eq.grad_cosine >= 0.9999 and eq.spike_rate > 0
 
@@ -134,6 +150,28 @@ def _per_neuron_tau(tmp_path: Path) -> Path:
     return write_graph(graph, tmp_path / "tau.nir")
 
 
+@pytest.mark.slow
+def test_rockpool_builds_an_if_node(tmp_path: Path) -> None:
+    """IF (a = 1: tau_mem = inf) and Linear, which the examples do not use."""
+    adapter = _adapter("rockpool")
+    import nir
+
+    rng = np.random.default_rng(4)
+    graph = nir.NIRGraph.from_list(
+        nir.Input({"input": np.array([6])}),
+        nir.Linear(weight=rng.normal(size=(5, 6))),
+        nir.IF(r=np.full(5, 300.0), v_threshold=np.linspace(0.8, 1.2, 5)),
+        nir.Output({"output": np.array([5])}))
+    workload = _workload(write_graph(graph, tmp_path / "if.nir"), detach_reset=False)
+    data = workload.make_data()
+    model = adapter.build(workload, data, "cpu", "default")
+    handle = model.forward()
+    model.backward(handle)
+    eq = compare_graph(model.spikes(handle), model.gradients(), workload.reference(data), True)
+    model.close()
+    assert eq.problems() == [] and eq.reference_rate > 0
+
+
 def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         graphs: dict[str, Path], tmp_path: Path) -> None:
     """Each one refuses something, before build (its knobs) or at build (``CaseSkipped``)."""
@@ -153,6 +191,8 @@ def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         ("haiku", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
         ("torch-compile", "default", _workload(mlp), "cuda", "verified on the CPU only"),
         ("brainstate", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
+        ("rockpool", "default", _workload(graphs["conv"], reset="zero", detach_reset=False),
+         "cpu", "reset mode 'zero' not supported"),
     ]
     entries = discover()
     for name, variant, workload, device, words in declared:
@@ -209,7 +249,7 @@ def test_graph_knobs_and_refusals_import_no_library(graphs: dict[str, Path]) -> 
         "        for device in ('cpu', 'cuda'):\n"
         "            a.reason_skipped(w, device, v)\n"
         "libs = ['torch', 'jax', 'snntorch', 'norse', 'spikingjelly', 'sinabs', 'haiku',\n"
-        "        'brainstate', 'braintools']\n"
+        "        'brainstate', 'braintools', 'rockpool']\n"
         "print(json.dumps([m for m in libs if m in sys.modules]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

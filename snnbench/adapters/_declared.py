@@ -11,6 +11,8 @@ the builder refuses at build time, with the reason.
 
 from __future__ import annotations
 
+import sys
+
 from snnbench.workload.graph import GraphKnobs
 from snnbench.workload.graph.nodes import NODE_TYPES
 from snnbench.workload.linear_lif.neuron import SURROGATES
@@ -24,6 +26,15 @@ SNNTORCH_SUBTRACT_REASON = (
     "decay (reset_delay=True) or subtracts it again at the next step if v_pre >= 2θ "
     "(reset_delay=False); both change spikes (supports: zero)"
 )
+
+def hide_samna() -> None:
+    """Make ``import samna`` fail fast instead of running its self-installing stub (Rockpool
+    imports SynSense's hardware SDK when installed; its PyPI stub pip-installs itself).
+
+    Called inside a worker right before importing rockpool; an imported samna is left alone.
+    """
+    sys.modules.setdefault("samna", None)  # type: ignore[arg-type]
+
 
 #: brainstate: the spec's surrogate → the braintools.surrogate class with the same derivative
 BRAINSTATE_SURROGATE_CLASSES: dict[str, str] = {
@@ -61,3 +72,9 @@ HAIKU_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
 #: brainstate's ``fp32`` variant (:mod:`.brainstate_graph`): every node kind (a graph case is
 #: float32)
 BRAINSTATE_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
+
+#: Rockpool (:mod:`.rockpool_graph`): ``LIFNeuronTorch`` is a membrane-only LIF resetting by
+#: subtraction through the spike: the synaptic kinds, LIF and IF; reset subtract, not detached
+ROCKPOOL_GRAPH_KNOBS = GraphKnobs(
+    node_kinds=tuple(k for k in ALL_NODE_KINDS if k not in ("LI", "CubaLIF")),
+    resets=("subtract",), detach_reset=(False,), surrogates=SURROGATES)
