@@ -43,6 +43,7 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "haiku": ("fp32", {"detach_reset": False, "discretisation": "exponential"}),
     "torch-compile": ("default", {"reset": "zero", "detach_reset": False}),
     "brainstate": ("fp32", {"surrogate": "atan", "surrogate_slope": 2.0}),
+    "spyx": ("fp32", {"reset": "zero", "discretisation": "exponential"}),
     # its only reset: subtract through the spike
     "rockpool": ("default", {"detach_reset": False, "surrogate": "sigmoid",
                              "surrogate_slope": 4.0}),
@@ -191,6 +192,7 @@ def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         ("haiku", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
         ("torch-compile", "default", _workload(mlp), "cuda", "verified on the CPU only"),
         ("brainstate", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
+        ("spyx", "bf16", _workload(mlp), "cpu", "workload kind 'nir-graph' not supported"),
         ("rockpool", "default", _workload(graphs["conv"], reset="zero", detach_reset=False),
          "cpu", "reset mode 'zero' not supported"),
     ]
@@ -229,7 +231,8 @@ def test_a_variant_without_a_graph_build_does_not_declare_the_kind() -> None:
     assert declared["spikingjelly"] == ["torch"]
     assert declared["haiku"] == ["fp32"]
     assert declared["brainstate"] == ["fp32"]
-    for name in ("norse-compile", "torch-cudagraph", "fused", "spyx"):
+    assert declared["spyx"] == ["fp32"]
+    for name in ("norse-compile", "torch-cudagraph", "fused", "lava-dl"):
         caps = entries[name].create().capabilities("default")
         assert caps.knobs("nir-graph") is None
 
@@ -249,7 +252,7 @@ def test_graph_knobs_and_refusals_import_no_library(graphs: dict[str, Path]) -> 
         "        for device in ('cpu', 'cuda'):\n"
         "            a.reason_skipped(w, device, v)\n"
         "libs = ['torch', 'jax', 'snntorch', 'norse', 'spikingjelly', 'sinabs', 'haiku',\n"
-        "        'brainstate', 'braintools', 'rockpool']\n"
+        "        'brainstate', 'braintools', 'rockpool', 'spyx', 'flax']\n"
         "print(json.dumps([m for m in libs if m in sys.modules]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

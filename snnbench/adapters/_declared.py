@@ -78,3 +78,6 @@ BRAINSTATE_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROG
 ROCKPOOL_GRAPH_KNOBS = GraphKnobs(
     node_kinds=tuple(k for k in ALL_NODE_KINDS if k not in ("LI", "CubaLIF")),
     resets=("subtract",), detach_reset=(False,), surrogates=SURROGATES)
+
+#: spyx's ``fp32`` variant (:mod:`.spyx_graph`): every node kind (a graph case is float32)
+SPYX_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
