@@ -15,7 +15,7 @@ the JAX adapters' models are; gradients come back by ``node.field`` in the graph
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,35 +25,19 @@ from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
     Affine,
-    AvgPool2d,
     Conv2d,
     CubaLIF,
-    Flatten,
     Linear,
     Node,
     Output,
     Scale,
-    SumPool2d,
 )
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
 from ._declared import BRAINSTATE_SURROGATE_CLASSES as SURROGATE_CLASSES
+from ._graph_common import affine_term, reshape_op, step_constants
 from ._jax_common import JaxModel, jax_device
-
-
-def _scalar_or_array(value: np.ndarray) -> Any:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    if flat.size and np.all(flat == flat[0]):
-        return float(np.float32(flat[0]))
-    return np.asarray(value, dtype=np.float32)
-
-
-def _term(x: Any, gain: Any, offset: Any) -> Any:
-    """gain·x + offset, with no op for a gain of 1 or an offset of 0."""
-    if not (isinstance(gain, float) and gain == 1.0):
-        x = gain * x
-    return x if isinstance(offset, float) and offset == 0.0 else x + offset
 
 
 def _neuron(node: Node, dyn: Dynamics) -> Any:
@@ -63,9 +47,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
     import jax.numpy as jnp
     from jax import lax
 
-    from .torch_graph import step_coefficients  # float64 NumPy only: no torch op runs
-
-    c = {k: _scalar_or_array(v) for k, v in step_coefficients(node, dyn).items()}
+    c = step_constants(node, dyn)
     spike = getattr(braintools.surrogate, SURROGATE_CLASSES[dyn.surrogate])(
         alpha=float(dyn.surrogate_slope))
     spiking = not isinstance(node, LI)
@@ -83,7 +65,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
         def update(self, d_t: Any) -> Any:
             if cuba:
                 self.I.value = c["alpha"] * self.I.value + d_t
-                v = c["a"] * self.V.value + _term(self.I.value, c["g"], c["l"])
+                v = c["a"] * self.V.value + affine_term(self.I.value, c["g"], c["l"])
             else:
                 v = c["a"] * self.V.value + d_t
             if not spiking:
@@ -96,7 +78,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
 
         def run(self, x: Any) -> Any:
             self.init_state(tuple(x.shape[1:]))
-            drive = _term(x, c["gamma"], 0.0) if cuba else _term(x, c["g"], c["l"])
+            drive = affine_term(x, c["gamma"], 0.0) if cuba else affine_term(x, c["g"], c["l"])
             return brainstate.transform.for_loop(self.update, drive)
 
     return GraphNeuron()
@@ -133,21 +115,6 @@ def _synapse(node: Node, params: Mapping[str, np.ndarray]) -> Any:
 
         return ScaleModule()
     return None
-
-
-def _reshape_op(node: Node) -> Callable[[Any], Any]:
-    if isinstance(node, Flatten):
-        out_shape = node.out_shape
-        return lambda x: x.reshape(*x.shape[:2], *out_shape)
-    assert isinstance(node, SumPool2d)
-    c, h, w = node.in_shape
-    kh, kw = node.kernel
-    divide = isinstance(node, AvgPool2d)
-
-    def pool(x: Any) -> Any:
-        y = x.reshape(*x.shape[:2], c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
-        return y / (kh * kw) if divide else y
-    return pool
 
 
 def _read(node: Node, field: str, module: Any) -> np.ndarray:
@@ -205,7 +172,7 @@ class BrainstateGraphModel(V1Model):
                         return getattr(self, attrs[name]).run(h)
                     module = getattr(self, attrs[name], None)
                     if module is None:
-                        return _reshape_op(node)(h)
+                        return reshape_op(node)(h)
                     if isinstance(node, Conv2d):
                         y = module(h.reshape(-1, *node.in_shape))
                         return y.reshape(*h.shape[:2], *y.shape[1:])

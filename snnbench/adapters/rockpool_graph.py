@@ -28,8 +28,9 @@ from snnbench.workload.graph.nodes import IF, LIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import hide_samna
+from ._graph_common import step_coefficients
 from ._torch_common import decay_time_constant, surrogate_derivative
-from .torch_graph import Op, coefficient, const, input_term, step_coefficients
+from .torch_graph import Op, coefficient, const, input_term
 
 
 def spike_function(name: str, slope: float) -> Any:

@@ -28,8 +28,9 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
+from ._graph_common import step_coefficients
 from ._torch_common import VoltageSurrogate, make_reset_fn
-from .torch_graph import Op, coefficient, const, input_term, step_coefficients
+from .torch_graph import Op, coefficient, const, input_term
 
 
 def _frozen(layer: Any, values: dict[str, np.ndarray], device: str) -> Any:

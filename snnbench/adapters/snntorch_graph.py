@@ -29,7 +29,8 @@ from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import SNNTORCH_SUBTRACT_REASON as SUBTRACT_REASON
-from .torch_graph import Op, coefficient, const, input_term, spike_fn, step_coefficients
+from ._graph_common import step_coefficients
+from .torch_graph import Op, coefficient, const, input_term, spike_fn
 
 
 def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:

@@ -28,34 +28,18 @@ from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
     Affine,
-    AvgPool2d,
     Conv2d,
     CubaLIF,
-    Flatten,
     Linear,
     Node,
     Output,
     Scale,
-    SumPool2d,
 )
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
+from ._graph_common import affine_term, reshape_op, step_constants
 from ._jax_common import JaxModel, jax_device
-
-
-def _scalar_or_array(value: np.ndarray) -> Any:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    if flat.size and np.all(flat == flat[0]):
-        return float(np.float32(flat[0]))
-    return np.asarray(value, dtype=np.float32)
-
-
-def _term(x: Any, gain: Any, offset: Any) -> Any:
-    """gain·x + offset, with no op for a gain of 1 or an offset of 0."""
-    if not (isinstance(gain, float) and gain == 1.0):
-        x = gain * x
-    return x if isinstance(offset, float) and offset == 0.0 else x + offset
 
 
 def _neuron(node: Node, dyn: Dynamics) -> Any:
@@ -66,9 +50,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
     from jax import lax
 
     from ._jax_common import heaviside_ge, surrogate_derivative
-    from .torch_graph import step_coefficients  # float64 NumPy only: no torch op runs
-
-    c = {k: _scalar_or_array(v) for k, v in step_coefficients(node, dyn).items()}
+    c = step_constants(node, dyn)
     name, slope = dyn.surrogate, float(dyn.surrogate_slope)
     spike = spyx.axn.custom(bwd=lambda u: surrogate_derivative(u, name, slope),
                             fwd=heaviside_ge)
@@ -87,7 +69,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
             v, cur = state
             if cuba:
                 cur = c["alpha"] * cur + d_t
-                v = c["a"] * v + _term(cur, c["g"], c["l"])
+                v = c["a"] * v + affine_term(cur, c["g"], c["l"])
             else:
                 v = c["a"] * v + d_t
             if not spiking:
@@ -98,7 +80,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
             return s, (v, cur)
 
         def run(self, x: Any) -> Any:
-            drive = _term(x, c["gamma"], 0.0) if cuba else _term(x, c["g"], c["l"])
+            drive = affine_term(x, c["gamma"], 0.0) if cuba else affine_term(x, c["g"], c["l"])
 
             def step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
                 out, state = self(d_t, state)
@@ -149,21 +131,6 @@ def _synapse(node: Node, params: Mapping[str, np.ndarray], rngs: Any) -> Any:
 
         return ScaleModule()
     return None
-
-
-def _reshape_op(node: Node) -> Callable[[Any], Any]:
-    if isinstance(node, Flatten):
-        out_shape = node.out_shape
-        return lambda x: x.reshape(*x.shape[:2], *out_shape)
-    assert isinstance(node, SumPool2d)
-    c, h, w = node.in_shape
-    kh, kw = node.kernel
-    divide = isinstance(node, AvgPool2d)
-
-    def pool(x: Any) -> Any:
-        y = x.reshape(*x.shape[:2], c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
-        return y / (kh * kw) if divide else y
-    return pool
 
 
 def _read(node: Node, field: str, module: Any) -> np.ndarray:
@@ -218,7 +185,7 @@ class SpyxGraphModel(V1Model):
                         return getattr(self, attrs[name]).run(h)
                     module = getattr(self, attrs[name], None)
                     if module is None:
-                        return _reshape_op(node)(h)
+                        return reshape_op(node)(h)
                     if isinstance(node, Conv2d):
                         nhwc = h.reshape(-1, *node.in_shape).transpose(0, 2, 3, 1)
                         y = module(nhwc).transpose(0, 3, 1, 2)

@@ -23,7 +23,8 @@ from snnbench.workload.graph import NirGraph
 from snnbench.workload.graph.nodes import LI, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from .torch_graph import NeuronBuilder, Op, coefficient, input_term, spike_fn, step_coefficients
+from ._graph_common import step_coefficients
+from .torch_graph import NeuronBuilder, Op, coefficient, input_term, spike_fn
 
 Tensor = torch.Tensor
 

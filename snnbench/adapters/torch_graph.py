@@ -25,9 +25,7 @@ import torch.nn.functional as F
 from snnbench.plugin import Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
-    IF,
     LI,
-    LIF,
     Affine,
     AvgPool2d,
     Conv2d,
@@ -41,12 +39,11 @@ from snnbench.workload.graph.nodes import (
 )
 from snnbench.workload.graph.reference import (
     Dynamics,
-    membrane_coefficients,
-    synapse_coefficients,
 )
 
 # stated where the adapter reads them without importing torch
 from ._declared import TORCH_GRAPH_KNOBS as TORCH_GRAPH_KNOBS
+from ._graph_common import step_coefficients
 from ._torch_common import OnTorchDevice, surrogate_derivative, to_numpy
 
 Tensor = torch.Tensor
@@ -79,26 +76,6 @@ def spike_fn(dyn: Dynamics) -> Op:
         return _Spike.apply(u, name, slope)  # type: ignore[no-any-return,no-untyped-call]
 
     return spike
-
-
-def step_coefficients(node: Node, dyn: Dynamics) -> dict[str, np.ndarray]:
-    """The float64 coefficients of a stateful node's step (docs/nir.md): ``a``, ``g``, ``l``
-    of v ← a·v + g·x + l, ``theta`` (zeros for LI), ``alpha``, ``gamma`` of a CubaLIF's
-    synapse I ← α·I + γ·x (zeros otherwise)."""
-    shape = node.in_shape
-    zero = np.zeros(shape)
-    alpha = gamma = theta = zero
-    if isinstance(node, LIF | LI):
-        a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
-    elif isinstance(node, IF):
-        a, g, leak = np.ones(shape), dyn.dt * node.r, zero
-    else:
-        assert isinstance(node, CubaLIF)
-        a, g, leak = membrane_coefficients(node.tau_mem, node.r, node.v_leak, dyn)
-        alpha, gamma = synapse_coefficients(node.tau_syn, node.w_in, dyn)
-    if not isinstance(node, LI):
-        theta = node.v_threshold
-    return {"a": a, "g": g, "l": leak, "theta": theta, "alpha": alpha, "gamma": gamma}
 
 
 def const(value: np.ndarray, device: str) -> Tensor:
