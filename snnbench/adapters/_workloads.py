@@ -1,8 +1,9 @@
 """What the shipped adapters that build graph workloads share: the plugin API v2 adapter of a
 library whose Linear+LIF build is its plugin API v1 adapter, unchanged.
 
-Such an adapter (``torch``, ``snntorch``, ``norse``, ``spikingjelly``, ``sinabs``, ``haiku``)
-is a :class:`snnbench.plugin.Adapter` with two builds:
+Such an adapter (``torch``, ``torch-compile``, ``snntorch``, ``norse``, ``spikingjelly``,
+``sinabs``, ``rockpool``, ``haiku``, ``brainstate``, ``spyx``) is a
+:class:`snnbench.plugin.Adapter` with two builds:
 
 * ``linear-lif``: the library's Linear+LIF adapter of the plugin API v1 (:attr:`linear_lif`,
   e.g. :class:`~snnbench.adapters.snntorch.SnnTorchAdapter`), called with ``workload.spec``
