@@ -44,6 +44,8 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "torch-compile": ("default", {"reset": "zero", "detach_reset": False}),
     "brainstate": ("fp32", {"surrogate": "atan", "surrogate_slope": 2.0}),
     "spyx": ("fp32", {"reset": "zero", "discretisation": "exponential"}),
+    # the canonical step v ← β·v + (W x + b): forward Euler (the default) of the linear-lif graph
+    "fused": ("default", {"surrogate": "sigmoid", "surrogate_slope": 4.0}),
     # its only reset: subtract through the spike
     "rockpool": ("default", {"detach_reset": False, "surrogate": "sigmoid",
                              "surrogate_slope": 4.0}),
@@ -52,6 +54,9 @@ GRAPH_ADAPTERS: dict[str, tuple[str, dict[str, Any]]] = {
 REFUSED = {
     ("rockpool", "shd-mlp"): "node kind LI not built",
     ("rockpool", "cuba-mlp"): "node kind CubaLIF not built",
+    ("fused", "shd-mlp"): "node kind LI not built",
+    ("fused", "cuba-mlp"): "node kind CubaLIF not built",
+    ("fused", "conv"): "node kind Conv2d not built",
 }
 #: time steps per compiled chunk of ``torch-compile`` here: 40 steps cross chunk boundaries and
 #: end with a shorter chunk, and a short chunk compiles in seconds
@@ -140,6 +145,24 @@ def _if_graph(tmp_path: Path) -> Path:
     return write_graph(graph, tmp_path / "if.nir")
 
 
+def _affine_branches(tmp_path: Path) -> Path:
+    """Two Affine nodes summed into one LIF: Affine and LIF only, but no chain."""
+    import nir
+
+    rng = np.random.default_rng(5)
+    nodes = {
+        "input": nir.Input({"input": np.array([4])}),
+        "fc_a": nir.Affine(weight=rng.normal(size=(3, 4)), bias=np.zeros(3)),
+        "fc_b": nir.Affine(weight=rng.normal(size=(3, 4)), bias=np.zeros(3)),
+        "lif": nir.LIF(tau=np.full(3, 0.02), r=np.full(3, 20.0), v_leak=np.zeros(3),
+                       v_threshold=np.ones(3)),
+        "output": nir.Output({"output": np.array([3])}),
+    }
+    edges = [("input", "fc_a"), ("input", "fc_b"), ("fc_a", "lif"), ("fc_b", "lif"),
+             ("lif", "output")]
+    return write_graph(nir.NIRGraph(nodes=nodes, edges=edges), tmp_path / "branches.nir")
+
+
 def _per_neuron_tau(tmp_path: Path) -> Path:
     import nir
 
@@ -211,6 +234,9 @@ def test_what_an_adapter_cannot_build_is_refused_with_the_reason(
         ("norse", "default", _workload(graphs["cuba-mlp"], detach_reset=False,
                                        surrogate_slope=1.0),
          "CubaLIF with reset 'subtract' not built"),
+        ("fused", "default", _workload(graphs["linear-lif"], discretisation="exponential"),
+         "an input gain ≠ 1 or a leak ≠ 0 not built"),
+        ("fused", "default", _workload(_affine_branches(tmp_path)), "is not in a chain"),
     ]
     for name, variant, workload, words in at_build:
         adapter = entries[name].create()
@@ -232,7 +258,8 @@ def test_a_variant_without_a_graph_build_does_not_declare_the_kind() -> None:
     assert declared["haiku"] == ["fp32"]
     assert declared["brainstate"] == ["fp32"]
     assert declared["spyx"] == ["fp32"]
-    for name in ("norse-compile", "torch-cudagraph", "fused", "lava-dl"):
+    assert declared["fused"] == ["default"]
+    for name in ("norse-compile", "torch-cudagraph", "lava-dl", "null", "floor"):
         caps = entries[name].create().capabilities("default")
         assert caps.knobs("nir-graph") is None
 

@@ -81,3 +81,8 @@ ROCKPOOL_GRAPH_KNOBS = GraphKnobs(
 
 #: spyx's ``fp32`` variant (:mod:`.spyx_graph`): every node kind (a graph case is float32)
 SPYX_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
+
+#: snnbench's fused Linear + LIF, ``default`` variant (:mod:`.fused_graph`): a chain of Affine
+#: → LIF layers (a branch, a gain ≠ 1, a leak or per-neuron β or θ is refused at build)
+FUSED_GRAPH_KNOBS = GraphKnobs(node_kinds=("Input", "Output", "Affine", "LIF"),
+                               surrogates=SURROGATES)

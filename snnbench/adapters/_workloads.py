@@ -2,7 +2,7 @@
 library whose Linear+LIF build is its plugin API v1 adapter, unchanged.
 
 Such an adapter (``torch``, ``torch-compile``, ``snntorch``, ``norse``, ``spikingjelly``,
-``sinabs``, ``rockpool``, ``haiku``, ``brainstate``, ``spyx``) is a
+``sinabs``, ``rockpool``, ``haiku``, ``brainstate``, ``spyx``, ``fused``) is a
 :class:`snnbench.plugin.Adapter` with two builds:
 
 * ``linear-lif``: the library's Linear+LIF adapter of the plugin API v1 (:attr:`linear_lif`,

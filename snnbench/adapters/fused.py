@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -24,6 +25,8 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -31,6 +34,9 @@ from snnbench.workload.linear_lif.spec import (
     CaseData,
     NetworkSpec,
 )
+
+from ._declared import FUSED_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 
 
 class FusedAdapter(Adapter):
@@ -128,3 +134,21 @@ class FusedAdapter(Adapter):
         model: Model = TorchModel(network, linears, x, device,
                                   grad_scaler=compute == torch.float16)
         return model
+
+
+class Fused(WorkloadsAdapter):
+    """The registered ``fused`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`FusedAdapter`, both variants; ``nir-graph`` through :mod:`.fused_graph` in the
+    ``default`` variant: a chain of Affine → LIF layers taking the canonical step."""
+
+    linear_lif = FusedAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return FUSED_GRAPH_KNOBS if variant == "default" else None
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .fused_graph import FusedGraphModel
+
+        self.check_variant(variant, device)  # the CPU scan built (or loaded) first
+        return FusedGraphModel(workload, data, device)
