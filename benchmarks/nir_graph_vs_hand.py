@@ -4,7 +4,9 @@ The Linear+LIF spec is written as a NIR graph (``linear_lif_graph``), read back 
 ``nir-graph`` workload and built by the library's graph builder; the hand-written build is the
 library's ``linear-lif`` adapter. Both compute the same network (the tests prove it spike for
 spike); this prints the median forward+backward time of each, in alternating order (ABBA), and
-their ratio. Single-threaded, CPU. Run: ``.venv/bin/python benchmarks/nir_graph_vs_hand.py``.
+their ratio. Both are built by the registered adapter (``linear-lif`` and ``nir-graph`` kinds),
+as the harness builds them. Single-threaded, CPU. Run:
+``.venv/bin/python benchmarks/nir_graph_vs_hand.py [ADAPTER ...]`` (all that build graphs).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,73 +49,59 @@ def _compare(label: str, hand: Any, graph: Any) -> None:
           f"graph/hand {mb / ma:.3f}")
 
 
-def main() -> int:
-    """Time every pair whose library is installed."""
+#: the choices each library builds exactly (the default: reset subtract, detached)
+CHOICES: dict[str, dict[str, Any]] = {
+    "snntorch": {"reset": "zero"},
+    # a reset carrying gradient, its 'super' surrogate (slope 1)
+    "norse": {"reset": "subtract", "detach_reset": False, "surrogate_slope": 1.0},
+    # subtract through the spike only
+    "rockpool": {"reset": "subtract", "detach_reset": False},
+}
+
+
+def main(names: list[str]) -> int:
+    """Time every registered adapter that builds graphs (or those named), through the plugin
+    API the harness speaks: ``build(LinearLif(spec))`` against ``build(NirGraph(...))``."""
     import torch
 
-    from snnbench.adapters.torch_graph import NeuronBuilder, TorchGraphModel, torch_neuron_op
-    from snnbench.adapters.torch_ref import TorchAdapter
-    from snnbench.workload import NirGraph
+    from snnbench.adapter import AdapterUnavailable
+    from snnbench.registry import discover
+    from snnbench.workload import LinearLif, NirGraph
     from snnbench.workload.graph.examples import linear_lif_graph, write_graph
     from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 
     torch.set_num_threads(1)
-    pairs: list[tuple[str, dict[str, Any], Callable[[], Any], NeuronBuilder | Any]] = [
-        ("torch", {"reset": "subtract"}, TorchAdapter, torch_neuron_op)]
-    try:
-        from snnbench.adapters.snntorch import SnnTorchAdapter
-        from snnbench.adapters.snntorch_graph import snntorch_neuron_op
-
-        pairs.append(("snntorch", {"reset": "zero"}, SnnTorchAdapter, snntorch_neuron_op))
-    except ImportError:
-        pass
-    try:
-        from snnbench.adapters.spikingjelly import SpikingJellyAdapter
-        from snnbench.adapters.spikingjelly_graph import spikingjelly_neuron_op
-
-        pairs.append(("spikingjelly", {"reset": "subtract"}, SpikingJellyAdapter,
-                      spikingjelly_neuron_op))
-    except ImportError:
-        pass
-    try:
-        from snnbench.adapters.sinabs import SinabsAdapter
-        from snnbench.adapters.sinabs_graph import sinabs_neuron_op
-
-        pairs.append(("sinabs", {"reset": "subtract"}, SinabsAdapter, sinabs_neuron_op))
-    except ImportError:
-        pass
-    try:
-        from snnbench.adapters.norse import NorseAdapter
-        from snnbench.adapters.norse_graph import norse_neuron_op
-
-        # what Norse builds exactly: a reset carrying gradient, its 'super' surrogate (slope 1)
-        pairs.append(("norse", {"reset": "subtract", "detach_reset": False,
-                                "surrogate_slope": 1.0}, NorseAdapter, norse_neuron_op))
-    except ImportError:
-        pass
-    try:
-        from snnbench.adapters.haiku import HaikuAdapter
-        from snnbench.adapters.haiku_graph import HaikuGraphModel
-
-        pairs.append(("haiku", {"reset": "subtract"}, HaikuAdapter, HaikuGraphModel))
-    except ImportError:
-        pass
+    entries = discover()
     with tempfile.TemporaryDirectory() as folder:
-        for label, choice, adapter, builder in pairs:
+        for name in names or sorted(entries):
+            adapter = entries[name].create()
+            variants = [v for v in adapter.variants
+                        if adapter.capabilities(v).knobs("nir-graph") is not None]
+            if not variants:
+                continue
+            try:
+                adapter.version()
+            except AdapterUnavailable as exc:
+                print(f"{name:13} unavailable: {exc}")
+                continue
+            choice = CHOICES.get(name, {"reset": "subtract"})
             spec = NetworkSpec(**choice, **SIZE)
-            path = write_graph(linear_lif_graph(spec, 1e-3), Path(folder) / f"{label}.nir")
+            path = write_graph(linear_lif_graph(spec, 1e-3), Path(folder) / f"{name}.nir")
             workload = NirGraph.from_file(path, dt=1e-3, time_steps=spec.time_steps,
                                           batch_size=spec.batch_size, **choice)
-            variant = {"spikingjelly": "torch", "haiku": "fp32"}.get(label, "default")
-            hand = adapter().build(spec, make_case_data(spec), "cpu", variant)
-            graph = (HaikuGraphModel(workload, workload.make_data(), "cpu")
-                     if label == "haiku"
-                     else TorchGraphModel(workload, workload.make_data(), "cpu", builder))
-            _compare(label, hand, graph)
+            hand_case = LinearLif(spec)
+            reason = (adapter.reason_skipped(hand_case, "cpu", variants[0])
+                      or adapter.reason_skipped(workload, "cpu", variants[0]))
+            if reason:
+                print(f"{name:13} skipped: {reason}")
+                continue
+            hand = adapter.build(hand_case, make_case_data(spec), "cpu", variants[0])
+            graph = adapter.build(workload, workload.make_data(), "cpu", variants[0])
+            _compare(name, hand, graph)
             hand.close()
             graph.close()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -10,11 +10,6 @@ Variant ``cudagraph`` (CUDA only) replays the same layers' forward and backward 
 graphs. At small n the GPU work of a whole step is tens of microseconds, about what the CPU
 spends launching its handful of kernels and building the autograd graph; a replay removes that
 CPU cost and nothing else.
-
-The registered adapter is :class:`Fused` (plugin API v2): ``linear-lif`` cases through
-:class:`FusedAdapter` (plugin API v1) unchanged, and, in the ``default`` variant,
-``nir-graph`` cases that are a chain of Affine → LIF layers mapping exactly onto fused layers
-(:mod:`.fused_graph`; anything else a ``skipped`` row with the reason).
 """
 
 from __future__ import annotations
@@ -40,8 +35,8 @@ from snnbench.workload.linear_lif.spec import (
     NetworkSpec,
 )
 
-from ._graph_wrap import SpecAndGraphAdapter
-from .fused_graph import FUSED_GRAPH_KNOBS
+from ._declared import FUSED_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 
 
 class FusedAdapter(Adapter):
@@ -141,19 +136,19 @@ class FusedAdapter(Adapter):
         return model
 
 
-class Fused(SpecAndGraphAdapter):
+class Fused(WorkloadsAdapter):
     """The registered ``fused`` adapter (plugin API v2): ``linear-lif`` through
-    :class:`FusedAdapter`, its capabilities, refusals and checks unchanged; ``nir-graph``
-    (``default`` variant) through :class:`~snnbench.adapters.fused_graph.FusedGraphModel`."""
+    :class:`FusedAdapter`, both variants; ``nir-graph`` through :mod:`.fused_graph` in the
+    ``default`` variant: a chain of Affine → LIF layers taking the canonical step."""
 
     linear_lif = FusedAdapter
 
     def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        # no CUDA graph capture of a graph build (not verified)
         return FUSED_GRAPH_KNOBS if variant == "default" else None
 
     def build_graph(self, workload: NirGraph, data: GraphData, device: str,
                     variant: str) -> plugin.Model:
         from .fused_graph import FusedGraphModel
 
+        self.check_variant(variant, device)  # the CPU scan built (or loaded) first
         return FusedGraphModel(workload, data, device)

@@ -29,17 +29,14 @@ import numpy as np
 
 from snnbench.adapter import CaseSkipped
 from snnbench.plugin import Model
-from snnbench.workload.graph import GraphData, GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import LIF, Affine, Graph, Linear
 from snnbench.workload.graph.reference import Dynamics, membrane_coefficients
-from snnbench.workload.linear_lif.neuron import SURROGATES
 
 from ._layer_chain import chain_names, uniform_value
 
 #: what the fused build honours of a graph case; the chain, the uniform parameters and an
 #: exact gain are checked at build time (:func:`plan_chain`)
-FUSED_GRAPH_KNOBS = GraphKnobs(node_kinds=("Input", "Output", "Affine", "Linear", "LIF"),
-                               surrogates=SURROGATES)
 
 
 @dataclass(frozen=True)

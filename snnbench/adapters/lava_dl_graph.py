@@ -41,17 +41,11 @@ from snnbench.workload.graph.reference import (
     membrane_coefficients,
     synapse_coefficients,
 )
-from snnbench.workload.linear_lif.neuron import SURROGATES
 
-from ._graph_wrap import SpecAndGraphAdapter
+from ._declared import LAVA_DL_GRAPH_KNOBS
 from ._layer_chain import chain_names, uniform_value
+from ._workloads import WorkloadsAdapter
 from .lava_dl import SCALE, LavaDlAdapter, grad_params, import_slayer
-
-#: what the lava-dl build honours of a graph case (reset zero: lava's CUBA resets to zero);
-#: the chain and the per-layer parameters are checked at build time (:func:`plan_chain`)
-LAVA_DL_GRAPH_KNOBS = GraphKnobs(
-    node_kinds=("Input", "Output", "Affine", "Linear", "LIF", "CubaLIF"), resets=("zero",),
-    surrogates=SURROGATES)
 
 _SHAPE = "Input → (Affine → LIF or CubaLIF) × k → Output"
 _LAYER = "a lava-dl CUBA layer"
@@ -177,7 +171,7 @@ class LavaDlGraphModel(Model):
                 for name, p in self.parameters.items()}
 
 
-class LavaDl(SpecAndGraphAdapter):
+class LavaDl(WorkloadsAdapter):
     """The registered ``lava-dl`` adapter (plugin API v2): ``linear-lif`` through
     :class:`~snnbench.adapters.lava_dl.LavaDlAdapter`; ``nir-graph`` through
     :class:`LavaDlGraphModel`, with the same declared approximation (fixed-point state, a

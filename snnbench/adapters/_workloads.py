@@ -1,12 +1,22 @@
-"""The plugin API v2 adapter of a library whose Linear+LIF build stays its plugin API v1
-adapter, unchanged, with a graph build beside it (``fused``, ``lava-dl``).
+"""What the shipped adapters that build graph workloads share: the plugin API v2 adapter of a
+library whose Linear+LIF build is its plugin API v1 adapter, unchanged.
 
-``linear-lif`` cases go to the v1 adapter (:attr:`SpecAndGraphAdapter.linear_lif`) with
-``workload.spec`` exactly as before, as do its capabilities, refusals, worker environment and
-variant checks; its model's gradients are named as ``workload.parameter_names()``.
-``nir-graph`` cases go to :meth:`SpecAndGraphAdapter.build_graph`, declared per variant by
-:meth:`SpecAndGraphAdapter.graph_knobs`. (Branch ``graph-adapters`` has the same idea as
-``_workloads.WorkloadsAdapter``; one of the two is to go when both are merged.)
+Such an adapter (``torch``, ``torch-compile``, ``snntorch``, ``norse``, ``spikingjelly``,
+``sinabs``, ``rockpool``, ``haiku``, ``brainstate``, ``spyx``, ``fused``) is a
+:class:`snnbench.plugin.Adapter` with two builds:
+
+* ``linear-lif``: the library's Linear+LIF adapter of the plugin API v1 (:attr:`linear_lif`,
+  e.g. :class:`~snnbench.adapters.snntorch.SnnTorchAdapter`), called with ``workload.spec``
+  exactly as before, as are its capabilities, its refusals, its worker environment and its
+  variant checks; its model's gradients are named as ``workload.parameter_names()``;
+* ``nir-graph``: the library's native graph builder (``snnbench/adapters/*_graph.py``),
+  declared per variant by :meth:`graph_knobs` (None: the variant builds no graph). What the
+  knobs cannot say and the builder cannot build exactly (a per-neuron time constant where the
+  library takes one per layer, a leak it has no term for) is refused at build time with
+  :class:`~snnbench.adapter.CaseSkipped` and the reason: a ``skipped`` row.
+
+The names (``name``, ``library``, ``module``, ``framework``, ``variants``, ``description``,
+``depends_on``) are the v1 adapter's, so the registered adapter reads as it always did.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 _NAMES = ("name", "library", "module", "framework", "variants", "description", "depends_on")
 
 
-class NamedGradients(plugin.V1Model):
+class LinearLifModel(plugin.V1Model):
     """A Linear+LIF model of the plugin API v1 whose gradients are read by name."""
 
     def __init__(self, model: v1.Model, workload: LinearLif) -> None:
@@ -36,10 +46,11 @@ class NamedGradients(plugin.V1Model):
         return self._workload.gradients_by_name(grad_weights, grad_biases)
 
 
-class SpecAndGraphAdapter(plugin.Adapter):
-    """``linear-lif`` through :attr:`linear_lif`, ``nir-graph`` through :meth:`build_graph`."""
+class WorkloadsAdapter(plugin.Adapter):
+    """A library's adapter building ``linear-lif`` through :attr:`linear_lif` and
+    ``nir-graph`` through :meth:`build_graph` (see the module docstring)."""
 
-    #: the library's Linear+LIF adapter of the plugin API v1
+    #: the library's Linear+LIF adapter of the plugin API v1, whose code builds that kind
     linear_lif: ClassVar[type[v1.Adapter]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -54,6 +65,7 @@ class SpecAndGraphAdapter(plugin.Adapter):
         #: the v1 adapter the ``linear-lif`` cases are built by
         self.spec_adapter = self.linear_lif()
 
+    # -- what both kinds share: the v1 adapter's answers ------------------------------------
     def version(self) -> str:
         return self.spec_adapter.version()
 
@@ -63,16 +75,23 @@ class SpecAndGraphAdapter(plugin.Adapter):
     def check_variant(self, variant: str, device: str) -> None:
         self.spec_adapter.check_variant(variant, device)
 
+    # -- the graph kind ---------------------------------------------------------------------
     def graph_knobs(self, variant: str) -> GraphKnobs | None:
         """What this variant honours of a ``nir-graph`` case; None: it builds no graph."""
         return None
 
+    def graph_reason_skipped(self, workload: NirGraph, device: str,
+                             variant: str) -> str | None:
+        """Why this graph case cannot be built faithfully beyond what the knobs say (a device
+        on which the graph build is not exact), or None."""
+        return None
+
     def build_graph(self, workload: NirGraph, data: GraphData, device: str,
                     variant: str) -> plugin.Model:
-        """The graph built natively; :class:`~snnbench.adapter.CaseSkipped` for what is not
-        built as declared."""
+        """The graph built natively; :class:`CaseSkipped` for what is not built exactly."""
         raise v1.CaseSkipped(f"{self.name} builds no {NIR_GRAPH} workload")
 
+    # -- the plugin API v2 ------------------------------------------------------------------
     def capabilities(self, variant: str) -> plugin.Capabilities:
         old = self.spec_adapter.capabilities(variant)
         workloads: dict[str, Any] = {LINEAR_LIF: old.knobs()}
@@ -86,18 +105,21 @@ class SpecAndGraphAdapter(plugin.Adapter):
 
     def reason_skipped(self, workload: Workload, device: str, variant: str) -> str | None:
         if isinstance(workload, LinearLif):
+            # the v1 adapter's own rule, its library-specific reasons included
             return self.spec_adapter.reason_skipped(workload.spec, device, variant)
-        return self.capabilities(variant).reason_unsupported(workload, device)
+        reason = self.capabilities(variant).reason_unsupported(workload, device)
+        if reason is None and isinstance(workload, NirGraph):
+            reason = self.graph_reason_skipped(workload, device, variant)
+        return reason
 
     def build(self, workload: Workload, data: Any, device: str, variant: str) -> plugin.Model:
         if isinstance(workload, LinearLif):
-            return NamedGradients(self.spec_adapter.build(workload.spec, data, device,
-                                                          variant), workload)
+            model = self.spec_adapter.build(workload.spec, data, device, variant)
+            return LinearLifModel(model, workload)
         reason = self.reason_skipped(workload, device, variant)
         if reason is not None:
             raise v1.CaseSkipped(reason)
         assert isinstance(workload, NirGraph)  # the only other kind the knobs accept
-        self.check_variant(variant, device)  # no-op once prepared; makes build() usable alone
         return self.build_graph(workload, data, device, variant)
 
     def __repr__(self) -> str:
