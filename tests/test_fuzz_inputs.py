@@ -40,8 +40,8 @@ def _check_config(cfg: RunConfig) -> None:
     """An accepted config holds only valid, finite cases, and survives the manifest round trip
     that ``--resume`` relies on."""
     cases = cfg.cases()
-    for spec in cases:
-        assert all(math.isfinite(getattr(spec, name)) for name in FLOAT_FIELDS)
+    for workload in cases:
+        assert all(math.isfinite(getattr(workload.spec, name)) for name in FLOAT_FIELDS)
     again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert [s.case_id for s in again.cases()] == [s.case_id for s in cases]
 

@@ -73,14 +73,14 @@ def test_example_plugin_installs_lists_and_runs_the_default_config(tmp_path: Pat
 
 def test_example_runs_every_case_of_the_default_config_exactly(example_adapter: Adapter) -> None:
     default = load_config(REPO / "configs" / "default.toml")
-    for spec in default.cases():
+    for spec in (w.spec for w in default.cases()):
         assert example_adapter.reason_skipped(spec, "cpu", "default") is None, spec.label
         assert_exact(example_adapter, spec.replace(neurons=24, time_steps=30, batch_size=3,
                                                    input_std=2.0))
     for reset in ("subtract", "zero"):
         for detach in (True, False):
             for surrogate in SURROGATES:
-                spec = default.cases()[0].replace(
+                spec = default.cases()[0].spec.replace(
                     neurons=16, time_steps=25, batch_size=2, reset=reset, detach_reset=detach,
                     surrogate=surrogate, surrogate_slope=3.0, input_std=2.0)
                 assert_exact(example_adapter, spec)

@@ -17,8 +17,8 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -114,6 +114,9 @@ class NirGraph(Workload):
         ("dt", "dt={}"), ("reset", "reset={}"), ("discretisation", "{}"),
     )
 
+    config_key: ClassVar[str] = "graph"
+    config_paths: ClassVar[tuple[str, ...]] = ("graph",)
+
     def __post_init__(self) -> None:
         from snnbench.workload.linear_lif.spec import (
             SURROGATES,  # the same surrogate names as linear-lif
@@ -177,6 +180,76 @@ class NirGraph(Workload):
                        **choices)
         check_time_step(graph, workload.dt, workload.discretisation)
         return workload
+
+    # -- made from a config -----------------------------------------------------------------
+    @classmethod
+    def config_fields(cls) -> tuple[str, ...]:
+        """``graph`` (the file) and every choice the file leaves open."""
+        return ("graph", *(f.name for f in fields(cls) if f.name not in _FROM_FILE))
+
+    @classmethod
+    def config_defaults(cls) -> dict[str, Any]:
+        """The choices' defaults (``graph`` and ``dt`` have none)."""
+        return {f.name: f.default for f in fields(cls)
+                if f.name not in _FROM_FILE and f.default is not MISSING}
+
+    @classmethod
+    def config_choices(cls) -> dict[str, tuple[Any, ...]]:
+        """The menus of the text choices."""
+        from snnbench.workload.linear_lif.spec import SURROGATES
+
+        return {"reset": neuron.RESET_MODES, "discretisation": DISCRETISATIONS,
+                "surrogate": SURROGATES, "input_kind": INPUT_KINDS, "dtype": GRAPH_DTYPES}
+
+    @classmethod
+    def config_value(cls, key: str, value: Any, folder: str | None) -> Any:
+        """A graph's path made absolute; ``example:NAME`` (a shipped example) kept as it is."""
+        from snnbench.workload.graph.examples import example_name
+
+        if key == "graph" and isinstance(value, str) and example_name(value) is not None:
+            return value
+        return super().config_value(key, value, folder)
+
+    @classmethod
+    def from_config(cls, fields: Mapping[str, Any]) -> NirGraph:
+        """The graph file of ``graph`` (or the shipped example of ``example:NAME``, written
+        once into the cache folder) read with the other fields as its choices
+        (:meth:`from_file`: every defect one :class:`GraphError` line)."""
+        from snnbench.workload.graph.examples import example_file, example_name
+
+        choices = dict(fields)
+        path = choices.pop("graph", None)
+        if path is None:
+            raise GraphError("graph is missing: name the NIR file (graph = \"net.nir\")")
+        cls.check_config_value("graph", path)
+        example = example_name(path)
+        if example is not None:
+            if choices.get("dt") is None:  # before a file is written
+                raise GraphError("dt is missing: a NIR graph states no time step; give one "
+                                 "(seconds, e.g. dt = 1e-3)")
+            path = str(example_file(example))
+        return cls.from_file(path, **choices)
+
+    @classmethod
+    def check_config_value(cls, key: str, value: Any) -> None:
+        """``graph`` must be a path (text); any other choice is checked as the workload
+        checks it, on a stand-in for a file."""
+        if key == "graph":
+            if not isinstance(value, str) or not value.strip():
+                raise GraphError(f"graph must be the path of a NIR file, got {shown(value)}")
+            return
+        known = set(cls.config_fields())
+        if key not in known:
+            raise GraphError(f"unknown graph setting {key!r} (known: {', '.join(sorted(known))})")
+        stand_in: dict[str, Any] = {"graph": "-", "network": "-", "graph_hash": "-",
+                                    "neurons": 1, "node_kinds": "LIF", "dt": 1.0}
+        cls(**{**stand_in, key: value})
+
+    def verify_tag(self, varied: Iterable[str]) -> str:
+        """The network's name and reset, and ``-nodetach`` for a check without the detached
+        reset when verify checks both rules (``shd-mlp-zero-nodetach``)."""
+        detach = "-nodetach" if "detach_reset" in set(varied) and not self.detach_reset else ""
+        return f"{self.network}-{self.reset}{detach}"
 
     # -- identity and words ----------------------------------------------------------------
     @property
