@@ -66,7 +66,7 @@ def case_row(record: CaseRecord) -> dict[str, Any]:
     measured = measured_s(record)
     row: dict[str, Any] = {
         "case": f"{adapter_label(record.adapter, record.variant, record.environment.name)} "
-                f"n={record.spec.neurons}",
+                f"{record.workload.size_label}",
         "status": record.status,
         "wall": float(record.wall_s or 0.0),
         "measured": measured,

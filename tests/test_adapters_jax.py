@@ -14,7 +14,8 @@ from snnbench.adapters._jax_common import JaxModel
 from snnbench.adapters.brainstate import BrainstateAdapter
 from snnbench.adapters.haiku import HaikuAdapter
 from snnbench.adapters.spyx import SpyxAdapter
-from snnbench.measure.verify import MIN_SPIKE_MATCH, check_adapter
+from snnbench.measure.verify import check_adapter
+from snnbench.workload.linear_lif.equivalence import MIN_SPIKE_MATCH
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
 SMALL = NetworkSpec(neurons=48, batch_size=3, time_steps=25, seed=3)

@@ -18,7 +18,8 @@ import torch
 
 from snnbench.adapter import Adapter, Capabilities
 from snnbench.adapters.torch_ref import TorchAdapter
-from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, tolerance_key
+from snnbench.measure.verify import check_adapter
+from snnbench.workload.linear_lif.equivalence import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, tolerance_key
 from snnbench.workload.linear_lif.reference import (
     grad_scale,
     linear_currents,

@@ -98,7 +98,7 @@ def _every_reader_sees(run: Path, tmp_path: Path) -> None:
     """show, report, compare and history take the folder and show each of its records."""
     records = RunFolder(run).case_records()
     cases = {(r.adapter, r.case_id) for r in records}
-    sizes = {(r.adapter, r.spec.neurons) for r in records}
+    sizes = {(r.adapter, r.workload.spec.neurons) for r in records}
 
     assert {(r.adapter, r.case_id) for r in load_run(run).summary.itertuples()} == cases
     samples = load_run(run).samples

@@ -14,6 +14,7 @@ from snnbench.executors import ExecutorSettings
 from snnbench.executors.slurm import SlurmSettings
 from snnbench.records.contract import Job
 from snnbench.sweep.run import start_run
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.test_executors import ok_keys, probes, sweep
 
@@ -49,7 +50,7 @@ def statuses(run: Path) -> dict[tuple[str, int], str]:
 def test_pack_and_container_prefix() -> None:
     from snnbench.executors.slurm import container_prefix, pack
 
-    jobs = [Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)) for n in range(1, 8)]
+    jobs = [Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=n))) for n in range(1, 8)]
     assert [len(g) for g in pack(jobs, 3)] == [3, 3, 1]
     image = SlurmSettings(image="/scratch/snnbench.sif", container_args=("--bind", "/scratch"))
     assert container_prefix(image, "cuda") == ("apptainer", "exec", "--nv", "--bind", "/scratch",
@@ -61,7 +62,7 @@ def test_pack_and_container_prefix() -> None:
 def test_worker_command_runs_inside_the_image() -> None:
     from snnbench.executors.launch import worker_command
 
-    job = Job("fake-ok", "default", "cuda", NetworkSpec(neurons=8))
+    job = Job("fake-ok", "default", "cuda", LinearLif(NetworkSpec(neurons=8)))
     prefix = ("apptainer", "exec", "--nv", "img.sif")
     assert worker_command(job, Path("/run/jobs/k/job.json"), prefix) == [
         "apptainer", "exec", "--nv", "img.sif", "python", "-P", "-m", "snnbench.measure.worker",
@@ -98,7 +99,7 @@ def test_unrecorded_cases_of_a_failed_task_become_rows(tmp_path: Path) -> None:
             return submitit.core.utils.UncompletedJobError("Job 77_1 (state: NODE_FAIL)")
 
     (tmp_path / "cases").mkdir()
-    jobs = {j.key: j for j in (Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n))
+    jobs = {j.key: j for j in (Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=n)))
                                for n in (8, 16))}
     executor = SlurmExecutor(SlurmSettings(cluster="local"))
     executor._jobs = [DeadTask()]
@@ -124,7 +125,7 @@ def test_slurm_states_decide_the_status_of_unrecorded_cases(tmp_path: Path, stat
         job_id = "9_0"
 
     (tmp_path / "cases").mkdir()
-    jobs = [Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)) for n in (8, 16)]
+    jobs = [Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=n))) for n in (8, 16)]
     provisional = CaseRecord.for_job(jobs[0], "lost", "Slurm stopped the array task (SIGTERM)")
     provisional.started_utc, provisional.finished_utc = "2026-01-01T00:00:00", "2026-01-01T00:00:05"
     provisional.write(tmp_path / "cases" / f"{jobs[0].key}.json")
@@ -200,7 +201,7 @@ def test_concurrency_is_what_ran_side_by_side_on_a_host() -> None:
     from snnbench.records.contract import CaseRecord, Placement
 
     def ran(n: int, host: str, start: int, end: int) -> CaseRecord:
-        record = CaseRecord.for_job(Job("fake-ok", "default", "cpu", NetworkSpec(neurons=n)),
+        record = CaseRecord.for_job(Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=n))),
                                     "ok")
         record.placement = Placement(executor="slurm", host=host, concurrency=4)
         record.started_utc = f"2026-01-01T00:00:{start:02d}+00:00"
@@ -209,7 +210,7 @@ def test_concurrency_is_what_ran_side_by_side_on_a_host() -> None:
 
     records = [ran(1, "a", 0, 10), ran(2, "a", 10, 20), ran(3, "a", 15, 25),
                ran(4, "b", 0, 30), ran(5, "a", 16, 18)]
-    got = {r.spec.neurons: side_by_side(records)[r.key] for r in records}
+    got = {r.workload.spec.neurons: side_by_side(records)[r.key] for r in records}
     assert got == {1: 1, 2: 3, 3: 3, 4: 1, 5: 3}
 
 
@@ -227,7 +228,7 @@ def test_a_submission_that_fails_after_the_folder_exists_names_it_resumable(
 
     executor = SlurmExecutor(SlurmSettings(cluster="local"))
     executor._executor = lambda folder: Refusing()  # type: ignore[method-assign]
-    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    job = Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=8)))
     with pytest.raises(SubmissionError) as caught:
         list(executor.run([job], tmp_path / "jobs", tmp_path / "logs"))
     message = str(caught.value)
@@ -364,7 +365,7 @@ def test_a_time_limit_warning_before_the_task_listens_is_a_timeout(tmp_path: Pat
                                      "UncompletedJobError: Job not requeued because: "
                                      "timed-out and not checkpointable.\n")))
     (tmp_path / "cases").mkdir()
-    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    job = Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=8)))
     executor = SlurmExecutor(SlurmSettings())
     executor._jobs = [SimpleNamespace(job_id="9_0", paths=SimpleNamespace(result_pickle=result))]
     (record,) = executor._unrecorded(0, {job.key: job}, tmp_path,

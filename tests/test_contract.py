@@ -23,6 +23,7 @@ from snnbench.records.contract import (
 )
 from snnbench.sweep.config import RunConfig
 from snnbench.sweep.run import start_run
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.reference import run_reference
 from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data
 from snnbench.workload.linear_lif.synops import firing_rate
@@ -33,7 +34,7 @@ FAST = MeasureSettings(repeats=2, max_repeats=2, min_time_s=0.0, warmup=0, warmu
 def _job(tmp_path: Path, **changes: object) -> Job:
     fields: dict[str, object] = {
         "adapter": "fake-ok", "variant": "default", "device": "cpu",
-        "spec": NetworkSpec(neurons=8, batch_size=2, time_steps=30),
+        "workload": LinearLif(NetworkSpec(neurons=8, batch_size=2, time_steps=30)),
         "result_path": str(tmp_path / "result.json"), "measure": FAST,
     }
     fields.update(changes)
@@ -46,7 +47,7 @@ def test_job_round_trips_through_its_file(tmp_path: Path) -> None:
                placement=Placement(executor="slurm", host="n1", cpus=(0, 1), attempt=2))
     job.write(tmp_path / "job.json")
     assert Job.read(tmp_path / "job.json") == job
-    assert job.key == "fake-ok@snntorch@0.9.4--default--cpu--" + job.spec.case_id + "--r2"
+    assert job.key == "fake-ok@snntorch@0.9.4--default--cpu--" + job.workload.case_id + "--r2"
 
 
 def test_plain_keys_are_unchanged() -> None:
@@ -73,7 +74,7 @@ def test_record_round_trip_and_validation(tmp_path: Path) -> None:
     again = CaseRecord.read(tmp_path / "r.json")
     assert again == record and again.placement.host  # the host is always recorded
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["case_id"] == record.spec.case_id
+    assert data["case_id"] == record.workload.case_id
     for bad, match in (({"hello": 1}, "lacks 'adapter', 'variant', 'device', 'spec', 'status'"),
                        ({**data, "status": "great"}, "unknown status 'great'"),
                        ({**data, "case_id": "other"}, "does not match its spec"),
@@ -96,10 +97,10 @@ def test_case_metrics_come_from_the_same_short_spec_as_the_check(
     job = _job(tmp_path, verify_time_steps=7)
     record = run_job(job)
     assert record.status == "ok", record.message
-    small = job.spec.replace(time_steps=7)
+    small = job.workload.spec.replace(time_steps=7)
     expected = firing_rate(list(run_reference(make_case_data(small)).spikes))
     assert record.samples["case"]["firing_rate"] == [pytest.approx(expected)]
-    full = firing_rate(list(run_reference(make_case_data(job.spec.replace(
+    full = firing_rate(list(run_reference(make_case_data(job.workload.spec.replace(
         time_steps=30))).spikes))
     assert expected != pytest.approx(full)  # the test can tell the two apart
 
@@ -157,19 +158,18 @@ def test_preparation_has_its_own_limit(
 def test_a_record_carries_its_workload_kind_and_an_untagged_one_is_linear_lif(
         tmp_path: Path) -> None:
     from snnbench.records.contract import RECORD_SCHEMA
-    from snnbench.workload import LinearLif
 
     job = _job(tmp_path)
-    assert job.kind == "linear-lif" and job.workload == LinearLif(job.spec)
-    assert Job.from_dict(job.to_dict()).kind == "linear-lif"
+    assert job.workload.kind == "linear-lif" and job.to_dict()["kind"] == "linear-lif"
+    assert Job.from_dict(job.to_dict()).workload == job.workload
     record = CaseRecord.for_job(job, "ok", "fine", "numpy")
     data = record.to_dict()
     assert data["kind"] == "linear-lif" and data["schema"] == RECORD_SCHEMA == 2
     # a schema-1 record (written before kinds) names none: linear-lif, read as today's schema
     old = {k: v for k, v in data.items() if k != "kind"} | {"schema": 1}
     again = CaseRecord.from_dict(old, source="old.json")
-    assert again.kind == "linear-lif" and again.schema == RECORD_SCHEMA
-    assert again.workload.case_id == again.case_id == job.spec.case_id
+    assert again.workload.kind == "linear-lif" and again.schema == RECORD_SCHEMA
+    assert again.workload.case_id == again.case_id == job.workload.case_id
     with pytest.raises(UserError, match="kind: unknown workload kind 'transformer'"):
         CaseRecord.from_dict({**data, "kind": "transformer"}, source="r.json")
     with pytest.raises(UserError, match="kind: unknown workload kind"):

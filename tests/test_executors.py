@@ -414,9 +414,10 @@ def test_a_worker_killed_by_sigkill_is_oom_only_with_the_kernels_word() -> None:
 
     from snnbench.executors.launch import Exit, classify_exit, kernel_oom_kills
     from snnbench.records.contract import Job
+    from snnbench.workload import LinearLif
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
-    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    job = Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=8)))
     kill = -signal.SIGKILL
     assert classify_exit(Exit(kill, oom_kills=1), job)[0] == "oom"
     assert classify_exit(Exit(kill, oom_kills=0), job)[0] == "lost"
@@ -436,9 +437,10 @@ def test_a_time_limit_signal_records_timeouts_and_a_term_lost(monkeypatch: pytes
 
     from snnbench.executors import remote
     from snnbench.records.contract import Job
+    from snnbench.workload import LinearLif
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
-    job = Job("fake-ok", "default", "cpu", NetworkSpec(neurons=8))
+    job = Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=8)))
     told = remote.SchedulerSignals(threading.Event(), time_limit_s=600)
     told.handler(signal.SIGUSR2, None)
     assert told.stop.is_set() and told.received()

@@ -19,6 +19,7 @@ from snnbench.executors.forkserver import Zygotes, memory_short
 from snnbench.executors.launch import Cancelled, run_worker
 from snnbench.executors.settings import ExecutorError, ExecutorSettings
 from snnbench.records.contract import CaseRecord, Job
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import FAKE_PLUGIN_DIR, TAG_VAR, run_cli, tagged_processes, wait_until_gone
 from tests.test_libenv import env_cache, fake_config, wheelhouse
@@ -131,7 +132,7 @@ def test_a_hung_forked_worker_is_killed_and_a_stop_kills_it_at_once(
     monkeypatch.setenv(TAG_VAR, process_tag)
     zygotes = Zygotes()
     job = Job(adapter="fake-hang", variant="default", device="cpu",
-              spec=NetworkSpec(neurons=8, batch_size=2, time_steps=5), timeout_s=2.0,
+              workload=LinearLif(NetworkSpec(neurons=8, batch_size=2, time_steps=5)), timeout_s=2.0,
               prepare_timeout_s=300.0)
     try:
         folder = tmp_path / "jobs" / "hang"
@@ -177,7 +178,7 @@ def test_a_library_environment_forks_from_a_zygote_of_its_own_interpreter(
 # -- the rare hang of an interrupted forking sweep ---------------------------------------------
 def _fake_ok_job(timeout_s: float = 120.0) -> Job:
     return Job(adapter="fake-ok", variant="default", device="cpu",
-               spec=NetworkSpec(neurons=8, batch_size=2, time_steps=5), timeout_s=timeout_s,
+               workload=LinearLif(NetworkSpec(neurons=8, batch_size=2, time_steps=5)), timeout_s=timeout_s,
                prepare_timeout_s=300.0)
 
 

@@ -35,7 +35,9 @@ from snnbench.adapters.floor import FloorAdapter
 from snnbench.adapters.fused import FusedAdapter
 from snnbench.adapters.torch_ref import build_reference_network
 from snnbench.fused import FusedLinearLIF, LIFParams, fused_linear_lif
-from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH, check_adapter, reference_for
+from snnbench.measure.verify import check_adapter
+from snnbench.workload import LinearLif
+from snnbench.workload.linear_lif.equivalence import GRAD_COSINE_MIN, MIN_SPIKE_MATCH
 from snnbench.workload.linear_lif.reference import _lif_backward, _lif_forward, run_reference
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
@@ -283,7 +285,7 @@ def _cases(backend: str, small: bool, device: str = "cpu") -> dict[str, Any]:
     for dtype_name in ("bfloat16", "float16"):
         spec16 = base.replace(dtype=dtype_name)
         data16 = make_case_data(spec16)
-        ref16 = reference_for(data16)
+        ref16 = LinearLif(data16.spec).reference(data16)
         results[f"dtype/{dtype_name}"] = _compare(
             _run_fused(data16, backend, **dev), ref16.output_spikes, ref16.grad_weights,
             ref16.grad_biases
@@ -293,7 +295,7 @@ def _cases(backend: str, small: bool, device: str = "cpu") -> dict[str, Any]:
             # AMP: 16-bit GEMMs, float32 scan, against the reference's autocast emulation
             spec_amp = base.replace(matmul_precision=amp, reset=reset, layers=2, input_std=2.0)
             data_amp = make_case_data(spec_amp)
-            ref_amp = reference_for(data_amp)
+            ref_amp = LinearLif(data_amp.spec).reference(data_amp)
             out = _run_fused(data_amp, backend, **dev)
             results[f"amp/{amp}/{reset}"] = {
                 "out_dtypes": out["out_dtypes"],

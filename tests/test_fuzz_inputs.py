@@ -41,7 +41,7 @@ def _check_config(cfg: RunConfig) -> None:
     that ``--resume`` relies on."""
     cases = cfg.cases()
     for workload in cases:
-        assert all(math.isfinite(getattr(workload.spec, name)) for name in FLOAT_FIELDS)
+        assert all(math.isfinite(workload.params()[name]) for name in FLOAT_FIELDS)
     again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert [s.case_id for s in again.cases()] == [s.case_id for s in cases]
 

@@ -761,7 +761,7 @@ def test_the_plugin_s_own_version_is_recorded_in_every_case_record(
 def test_the_plugin_guide_states_what_the_code_does() -> None:
     import numpy as np
 
-    from snnbench.measure.verify import compare_outputs
+    from snnbench.workload.linear_lif.equivalence import compare_outputs
     from snnbench.workload.linear_lif.reference import run_reference
     from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
     from tests.conftest import REPO

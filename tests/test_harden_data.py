@@ -87,7 +87,7 @@ def test_zero_vectors_have_no_cosine_and_silence_proves_nothing() -> None:
     import math
 
     from snnbench.adapter import Capabilities
-    from snnbench.measure.verify import compare_outputs
+    from snnbench.workload.linear_lif.equivalence import compare_outputs
     from snnbench.workload.linear_lif.reference import ReferenceResult
 
     spikes = np.zeros((4, 2, 3), dtype=np.float32)

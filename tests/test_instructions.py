@@ -18,6 +18,7 @@ from snnbench.measure import callgrind
 from snnbench.measure.worker import count_instructions
 from snnbench.records.contract import CaseRecord, Job
 from snnbench.records.metrics import GATED, metric
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.spec import NetworkSpec
 from tests.conftest import run_cli
 from tests.fixtures.runfolders import timed_case, write_run
@@ -64,7 +65,7 @@ def test_dumps_are_read_in_phase_order_per_call(tmp_path: Path) -> None:
 # -- where it cannot be counted: a reason, never a crash -----------------------------------------
 def _job(tmp_path: Path, **kw: object) -> Job:
     spec = NetworkSpec(neurons=16, batch_size=2, time_steps=5)
-    return Job(adapter="torch", variant="default", device="cpu", spec=spec,
+    return Job(adapter="torch", variant="default", device="cpu", workload=LinearLif(spec),
                result_path=str(tmp_path / "result.json"), instructions=True, **kw)  # type: ignore[arg-type]
 
 

@@ -33,6 +33,7 @@ from snnbench.sweep.config import ConfigError, RunConfig, RunSettings
 from snnbench.sweep.planning.jobs import make_job, thread_env
 from snnbench.sweep.planning.tasks import Task
 from snnbench.sweep.run import start_run
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.spec import NetworkSpec
 
 
@@ -161,7 +162,7 @@ def test_cpu_monitor_subtracts_its_own_process() -> None:
 
 
 def _record(others: float | None, concurrency: int = 1, threads: int = 1) -> CaseRecord:
-    record = CaseRecord(adapter="a", variant="default", device="cpu", spec=NetworkSpec(),
+    record = CaseRecord(adapter="a", variant="default", device="cpu", workload=LinearLif(NetworkSpec()),
                         status="ok", placement=Placement(concurrency=concurrency))
     record.settings = {"threads": threads}
     if others is not None:
@@ -196,7 +197,7 @@ def test_the_wait_policy_reaches_every_worker_env() -> None:
     assert thread_env(2)["OMP_WAIT_POLICY"] == "PASSIVE"
     assert thread_env(2, "active")["OMP_WAIT_POLICY"] == "ACTIVE"
     assert "OMP_WAIT_POLICY" not in thread_env(2, "library")
-    task = Task("fake-ok", "default", NetworkSpec(), "cpu")
+    task = Task("fake-ok", "default", LinearLif(NetworkSpec()), "cpu")
     job = make_job(task, RunSettings(threads=1), None)
     assert dict(job.env)["OMP_WAIT_POLICY"] == "PASSIVE"
     job = make_job(task, RunSettings(threads=1, thread_wait="library"), None)
@@ -326,7 +327,7 @@ def test_a_busy_case_gets_a_note_in_the_table() -> None:
     from snnbench.store.storage import summary_frame
 
     busy, quiet = _record(1.25), _record(0.1)
-    quiet.spec = NetworkSpec(neurons=64)
+    quiet.workload = LinearLif(NetworkSpec(neurons=64))
     for record in (busy, quiet):
         record.samples = {"step": {"time_s": [1.0, 1.0, 1.0, 1.0]}}
     frame = summary_frame([busy, quiet], "run")

@@ -302,10 +302,11 @@ def test_a_result_the_worker_could_not_write_is_lost_not_an_error(
     from snnbench.records.contract import RESULT_NOT_WRITTEN_EXIT, CaseRecord, Job
     from snnbench.records.fileio import WriteError
     from snnbench.records.schema import FAILED_STATUSES, RETRY_STATUSES
+    from snnbench.workload import LinearLif
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
     job = Job(adapter="fake-ok", variant="default", device="cpu",
-              spec=NetworkSpec(neurons=8, batch_size=2, time_steps=4),
+              workload=LinearLif(NetworkSpec(neurons=8, batch_size=2, time_steps=4)),
               result_path=str(tmp_path / "result.json"))
 
     def full(self: CaseRecord, path: Path) -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from snnbench.measure import verify, worker
+from snnbench.measure import verify
 from snnbench.measure.timing import MeasureSettings
 from snnbench.measure.worker import run_job
 from snnbench.records.contract import Job
 from snnbench.records.schema import REFERENCES_DIR
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.reference import ReferenceResult
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec, make_case_data
 
@@ -26,20 +27,20 @@ SPEC = NetworkSpec(neurons=8, batch_size=2, time_steps=30)
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[NetworkSpec]:
     """The specs whose reference was computed (every computation counted)."""
     calls: list[NetworkSpec] = []
-    real: Callable[[CaseData], ReferenceResult] = verify.reference_for
+    real: Callable[[LinearLif, CaseData], ReferenceResult] = LinearLif.reference
 
-    def counting(data: CaseData) -> ReferenceResult:
+    def counting(self: LinearLif, data: CaseData) -> ReferenceResult:
         calls.append(data.spec)
-        return real(data)
+        return real(self, data)
 
-    monkeypatch.setattr(verify, "reference_for", counting)
-    # (the worker once imported it by name: counted there too, were it still)
-    monkeypatch.setattr(worker, "reference_for", counting, raising=False)
+    # the workload's own reference, whoever calls it (the cache, a check, the case metrics)
+    monkeypatch.setattr(LinearLif, "reference", counting)
     return calls
 
 
 def _job(work: Path, adapter: str, spec: NetworkSpec = SPEC) -> Job:
-    job = Job(adapter=adapter, variant="default", device="cpu", spec=spec, measure=FAST,
+    job = Job(adapter=adapter, variant="default", device="cpu", workload=LinearLif(spec),
+              measure=FAST,
               verify_time_steps=10)
     folder = work / job.key
     folder.mkdir(parents=True)
@@ -66,17 +67,17 @@ def test_two_cases_of_one_network_compute_its_reference_once(
 
 def test_a_case_alone_computes_it_once_for_its_check_and_its_metrics(
         fake_plugins: Path, tmp_path: Path, computed: list[NetworkSpec]) -> None:
-    job = Job(adapter="fake-ok", variant="default", device="cpu", spec=SPEC, measure=FAST,
-              result_path="")
+    job = Job(adapter="fake-ok", variant="default", device="cpu", workload=LinearLif(SPEC),
+              measure=FAST, result_path="")
     assert run_job(job).status == "ok"
     assert len(computed) == 1
 
 
 def test_the_kept_reference_equals_the_computed_one(tmp_path: Path) -> None:
     spec = SPEC.replace(layers=2, dtype="bfloat16")
-    fresh = verify.reference_for(make_case_data(spec))
-    verify.cached_reference(spec, tmp_path)
-    kept = verify.cached_reference(spec, tmp_path)
+    fresh = LinearLif(spec).reference(make_case_data(spec))
+    verify.cached_reference(LinearLif(spec), tmp_path)
+    kept = verify.cached_reference(LinearLif(spec), tmp_path)
     for a, b in zip((*fresh.spikes, *fresh.grad_weights, *fresh.grad_biases),
                     (*kept.spikes, *kept.grad_weights, *kept.grad_biases), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -95,14 +96,14 @@ class _Boom:
 @pytest.mark.parametrize("damage", ["garbage", "other-spec", "pickle", "object-array"])
 def test_a_damaged_or_foreign_reference_is_computed_again(
         tmp_path: Path, computed: list[NetworkSpec], damage: str) -> None:
-    verify.cached_reference(SPEC, tmp_path)
+    verify.cached_reference(LinearLif(SPEC), tmp_path)
     (path,) = tmp_path.glob("*.npz")
     marker = tmp_path / "ran"
     if damage == "garbage":
         path.write_bytes(b"not an npz")
     elif damage == "other-spec":
         other = tmp_path / "other"
-        verify.cached_reference(SPEC.replace(seed=SPEC.seed + 1), other)
+        verify.cached_reference(LinearLif(SPEC.replace(seed=SPEC.seed + 1)), other)
         (other_path,) = other.glob("*.npz")
         other_path.replace(path)
     elif damage == "pickle":
@@ -112,11 +113,11 @@ def test_a_damaged_or_foreign_reference_is_computed_again(
             np.savez(handle, spec_json=np.array(SPEC.to_json()),
                      spikes_0=np.array([_Boom(marker)], dtype=object))
     before = len(computed)
-    result = verify.cached_reference(SPEC, tmp_path)
+    result = verify.cached_reference(LinearLif(SPEC), tmp_path)
     assert len(computed) == before + 1
     assert not marker.exists()
-    expected = verify.reference_for(make_case_data(SPEC))
+    expected = LinearLif(SPEC).reference(make_case_data(SPEC))
     np.testing.assert_array_equal(result.output_spikes, expected.output_spikes)
     # and replaced: the next read needs no computation
-    verify.cached_reference(SPEC, tmp_path)
+    verify.cached_reference(LinearLif(SPEC), tmp_path)
     assert len(computed) == before + 2  # (the line above computed `expected`)

@@ -120,7 +120,7 @@ def test_replicates_run_case_by_case_in_abba_order(fake_plugins: Path) -> None:
     entries = discover()
     config = _config(["fake-ok", "fake-sleep"], [8, 16], replicates=3)
     jobs = plan_jobs(plan_tasks(config, entries, "cpu"), config.run, entries)
-    assert [(j.spec.neurons, j.replicate, j.adapter) for j in jobs] == [
+    assert [(j.workload.spec.neurons, j.replicate, j.adapter) for j in jobs] == [
         (8, 0, "fake-ok"), (8, 0, "fake-sleep"),
         (8, 1, "fake-sleep"), (8, 1, "fake-ok"),
         (8, 2, "fake-ok"), (8, 2, "fake-sleep"),
@@ -130,7 +130,7 @@ def test_replicates_run_case_by_case_in_abba_order(fake_plugins: Path) -> None:
     ]
     assert [j.order for j in jobs] == list(range(1, 13))
     assert len({j.key for j in jobs}) == 12  # every replicate has its own record
-    assert jobs[0].key.endswith(jobs[0].spec.case_id)  # replicate 0 keeps the old key
+    assert jobs[0].key.endswith(jobs[0].workload.case_id)  # replicate 0 keeps the old key
     assert jobs[2].key.endswith("--r1")
 
 
@@ -152,15 +152,15 @@ def test_overhead_probe_adds_one_null_case_at_the_smallest_case(fake_plugins: Pa
     config = _config(["all"], [16, 8], overhead_probe=True)
     tasks = plan_tasks(config, entries, "cpu")
     nulls = [t for t in tasks if t.adapter == "null"]
-    assert [t.spec.neurons for t in nulls] == [8]
-    first_of_8 = next(t for t in tasks if t.spec.neurons == 8)
+    assert [t.workload.spec.neurons for t in nulls] == [8]
+    first_of_8 = next(t for t in tasks if t.workload.spec.neurons == 8)
     assert first_of_8.adapter == "null"  # first of its case, so ABBA brackets it too
     # 'all' names no probe; without the setting there is no null case
     assert not [t for t in plan_tasks(_config(["all"], [8]), entries, "cpu")
                 if t.adapter == "null"]
     # named explicitly: at every case, and not added a second time
     named = plan_tasks(_config(["null", "fake-ok"], [16, 8], overhead_probe=True), entries, "cpu")
-    assert [t.spec.neurons for t in named if t.adapter == "null"] == [16, 8]
+    assert [t.workload.spec.neurons for t in named if t.adapter == "null"] == [16, 8]
 
 
 # -- a real sweep -------------------------------------------------------------------------------

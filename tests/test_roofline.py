@@ -133,13 +133,14 @@ def test_a_case_records_what_its_library_does_by_default() -> None:
     """Rows say what users of a library get without snnbench's precision setting: JAX runs
     float32 products as TF32 on NVIDIA GPUs unless told otherwise; PyTorch does not."""
     from snnbench.measure.worker import apply_framework_settings
+    from snnbench.workload import LinearLif
     from snnbench.workload.linear_lif.spec import NetworkSpec
 
-    torch_applied = apply_framework_settings("torch", NetworkSpec(), 1)
+    torch_applied = apply_framework_settings("torch", LinearLif(NetworkSpec()), 1)
     assert torch_applied["torch_default_float32_matmul_precision"] == "highest"
     assert torch_applied["torch_tf32"] is False
     pytest.importorskip("jax")
-    jax_applied = apply_framework_settings("jax", NetworkSpec(), 1)
+    jax_applied = apply_framework_settings("jax", LinearLif(NetworkSpec()), 1)
     assert jax_applied["jax_default_matmul_precision"].startswith("default (TF32")
     assert jax_applied["jax_matmul_precision"] == "highest"
 

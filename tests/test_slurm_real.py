@@ -114,7 +114,7 @@ def _tasks_left(arrays: list[str]) -> list[str]:
 
 def _records(run: Path) -> dict[tuple[str, int], CaseRecord]:
     records = [CaseRecord.read(p) for p in (run / "cases").glob("*.json")]
-    return {(r.adapter, r.spec.neurons): r for r in records}
+    return {(r.adapter, r.workload.spec.neurons): r for r in records}
 
 
 def _start_two_task_sweep(tmp_path: Path, process_tag: str,

@@ -50,26 +50,21 @@ def test_case_data_is_deterministic_and_framework_neutral() -> None:
     assert set(np.unique(spikes.inputs)) <= {0.0, 1.0}
 
 
-def _specs(config: RunConfig) -> list[NetworkSpec]:
-    """The Linear+LIF specs of a config's cases."""
-    return [w.spec for w in config.cases()]
-
-
 def test_shipped_configs_load() -> None:
     for name in ("default", "opennm-2024", "scaling", "ci-smoke", "fused-gpu"):
         config = load_config(REPO / "configs" / f"{name}.toml")
         assert config.cases()
     opennm = load_config(REPO / "configs" / "opennm-2024.toml")
-    assert sorted({s.neurons for s in _specs(opennm)}) == [512, 4096, 8192, 16384]
-    assert {s.reset for s in _specs(opennm)} == {"subtract", "zero"}
+    assert sorted({s.neurons for s in (w.spec for w in opennm.cases())}) == [512, 4096, 8192, 16384]
+    assert {s.reset for s in (w.spec for w in opennm.cases())} == {"subtract", "zero"}
     # precision is an axis of the headline config (issue 31 A2)
-    assert {s.matmul_precision for s in _specs(opennm)} == {"strict", "tf32", "amp-bf16"}
-    assert {(s.batch_size, s.time_steps, s.dtype) for s in _specs(opennm)} == {(16, 500, "float32")}
+    assert {s.matmul_precision for s in (w.spec for w in opennm.cases())} == {"strict", "tf32", "amp-bf16"}
+    assert {(s.batch_size, s.time_steps, s.dtype) for s in (w.spec for w in opennm.cases())} == {(16, 500, "float32")}
     fused = load_config(REPO / "configs" / "fused-gpu.toml")
-    assert {(s.neurons, s.dtype) for s in _specs(fused)} == {
+    assert {(s.neurons, s.dtype) for s in (w.spec for w in fused.cases())} == {
         (n, d) for n in (512, 1024, 2048, 4096, 8192, 16384) for d in ("float32", "bfloat16")
     }
-    assert {(s.batch_size, s.time_steps, s.matmul_precision) for s in _specs(fused)} == {
+    assert {(s.batch_size, s.time_steps, s.matmul_precision) for s in (w.spec for w in fused.cases())} == {
         (16, 500, "strict")
     }
     scaling = load_config(REPO / "configs" / "scaling.toml")
@@ -95,7 +90,7 @@ def test_overrides_replace_sweep_fields() -> None:
                                 "sweep": [{"neurons": [1, 2]}, {"neurons": [3], "time_steps": [5, 6]}]})
     assert len(base.cases()) == 4
     over = base.with_overrides({"repeats": 3}, {"neurons": [7], "time_steps": [9]})
-    assert [(s.neurons, s.time_steps) for s in _specs(over)] == [(7, 9)]
+    assert [(s.neurons, s.time_steps) for s in (w.spec for w in over.cases())] == [(7, 9)]
     assert over.run.repeats == 3
     with pytest.raises(ConfigError):
         base.with_overrides({"repeats": 0}, {})
@@ -106,4 +101,4 @@ def test_overrides_replace_sweep_fields() -> None:
 def test_round_trip_through_manifest_form() -> None:
     config = load_config(REPO / "configs" / "scaling.toml")
     again = RunConfig.from_dict(config.to_dict())
-    assert [s.case_id for s in _specs(again)] == [s.case_id for s in _specs(config)]
+    assert [s.case_id for s in again.cases()] == [s.case_id for s in config.cases()]

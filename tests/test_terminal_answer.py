@@ -223,8 +223,8 @@ def test_color_always_never_and_no_color(tmp_path: Path) -> None:
 # -- as it goes: the case's number, the ETA's count, variants not asked for ---------------
 def test_a_finished_case_prints_its_median_step_time_and_spread() -> None:
     config = RunConfig()
-    spec = next(iter(config.cases())).spec
-    record = CaseRecord(adapter="torch", variant="default", device="cpu", spec=spec,
+    spec = next(iter(config.cases()))
+    record = CaseRecord(adapter="torch", variant="default", device="cpu", workload=spec,
                         status="ok")
     record.samples = {"step": {"time_s": [6.0e-3, 6.2e-3, 6.41e-3, 6.6e-3, 6.8e-3]},
                       "forward": {"time_s": [2.67e-3] * 5}}

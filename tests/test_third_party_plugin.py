@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.measure.verify import GRAD_COSINE_MIN, MIN_SPIKE_MATCH
 from snnbench.sweep.config import load_config
+from snnbench.workload.linear_lif.equivalence import GRAD_COSINE_MIN, MIN_SPIKE_MATCH
 from snnbench.workload.linear_lif.spec import SURROGATES
 from tests.conftest import REPO, assert_exact, run_cli
 

@@ -32,6 +32,7 @@ from snnbench.measure.timing import (
 from snnbench.measure.worker import measure
 from snnbench.records.contract import CaseRecord, Job
 from snnbench.store.storage import summary_frame
+from snnbench.workload import LinearLif
 from snnbench.workload.linear_lif.spec import CaseData, FloatArray, NetworkSpec
 
 US = 1e-6
@@ -406,7 +407,7 @@ FAST = MeasureSettings(repeats=3, max_repeats=3, min_time_s=0.0, warmup=1, warmu
 
 def _measured(device: str) -> CaseRecord:
     spec = NetworkSpec(neurons=8, batch_size=2, time_steps=5)
-    job = Job(adapter="counting", variant="default", device=device, spec=spec, measure=FAST,
+    job = Job(adapter="counting", variant="default", device=device, workload=LinearLif(spec), measure=FAST,
               energy=False)
     record = CaseRecord.for_job(job)
     measure(CountingAdapter(), job, record, 0.0)
@@ -478,7 +479,7 @@ def test_run_config_carries_the_warm_up_cap_and_block_limit_to_the_worker() -> N
     cfg = RunConfig.from_dict({"run": {"warmup_max_s": 0.5, "max_block": 1}})
     settings = cfg.run.measure_settings
     assert (settings.warmup_max_s, settings.max_block) == (0.5, 1)
-    job = Job(adapter="a", variant="default", device="cpu", spec=NetworkSpec(), measure=settings)
+    job = Job(adapter="a", variant="default", device="cpu", workload=LinearLif(NetworkSpec()), measure=settings)
     assert Job.from_dict(job.to_dict()).measure == settings
     old = job.to_dict()
     old["measure"] = {k: v for k, v in old["measure"].items()

@@ -65,7 +65,7 @@ def count(job: Job) -> None:
 
     adapter = get_entry(job.adapter).create()
     adapter.check_variant(job.variant, job.device)
-    apply_framework_settings(adapter.framework, job.spec, 1)
+    apply_framework_settings(adapter.framework, job.workload, 1)
     workload = job.workload
     model = adapter.build(workload, workload.make_data(), job.device, job.variant)
     try:

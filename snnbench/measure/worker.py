@@ -38,14 +38,7 @@ from snnbench.measure.timing import (
     sample_phase,
     warm_up,
 )
-from snnbench.measure.verify import (
-    GRAD_COSINE_MIN,
-    Equivalence,
-    cached_reference,
-    check_adapter,
-    tolerance_key,
-    verification_spec,
-)
+from snnbench.measure.verify import cached_reference, check_adapter
 from snnbench.plugin import Adapter, Model
 from snnbench.records.contract import (
     DUMP_NOT_WRITTEN,
@@ -59,9 +52,8 @@ from snnbench.records.contract import (
 from snnbench.records.fileio import WriteError, atomic_path
 from snnbench.records.schema import REFERENCES_DIR
 from snnbench.registry import get_entry
-from snnbench.workload import LinearLif
-from snnbench.workload.linear_lif.reference import ReferenceResult
-from snnbench.workload.linear_lif.spec import NetworkSpec
+from snnbench.workload import Workload
+from snnbench.workload.base import Agreement
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -75,12 +67,15 @@ def is_oom(exc: BaseException) -> bool:
     )
 
 
-def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) -> dict[str, Any]:
-    """The same precision, thread and seed settings for every adapter of a framework."""
-    applied: dict[str, Any] = {"threads": threads, "matmul_precision": spec.matmul_precision,
+def apply_framework_settings(framework: str, workload: Workload, threads: int
+                             ) -> dict[str, Any]:
+    """The same precision, thread and seed settings for every adapter of a framework: those
+    the workload asks for (:meth:`~snnbench.workload.Workload.framework_settings`)."""
+    wanted = workload.framework_settings()
+    applied: dict[str, Any] = {"threads": threads, "matmul_precision": wanted.matmul_precision,
                                # how idle OpenMP threads wait ([run] thread_wait), as set
                                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
-    tf32 = spec.matmul_precision == "tf32"
+    tf32 = wanted.matmul_precision == "tf32"
     if framework == "torch" or "torch" in sys.modules:
         import torch
 
@@ -90,13 +85,13 @@ def apply_framework_settings(framework: str, spec: NetworkSpec, threads: int) ->
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
-        torch.manual_seed(spec.seed)
+        torch.manual_seed(wanted.seed)
         applied["torch_threads"] = torch.get_num_threads()
         applied["torch_tf32"] = tf32
-        if spec.amp_dtype is not None:
+        if wanted.autocast_dtype is not None:
             # float32 everywhere except the Linear layers, which the adapters run under
             # torch.autocast (snnbench.adapters._torch_common.AmpLinear)
-            applied["torch_autocast_dtype"] = spec.amp_dtype
+            applied["torch_autocast_dtype"] = wanted.autocast_dtype
     if framework == "jax":
         import jax
 
@@ -130,12 +125,12 @@ def device_available(framework: str, device: str) -> str | None:
     return None
 
 
-def _check_output(model: Model, spec: NetworkSpec, handle: Any) -> None:
+def _check_output(model: Model, workload: Workload, handle: Any) -> None:
     spikes = model.spikes(handle)
-    expected = spec.input_shape()
+    expected = workload.output_shape()
     if tuple(spikes.shape) != expected:
         raise ValueError(f"adapter returned spikes of shape {tuple(spikes.shape)}, "
-                         f"expected {expected} (T, B, n)")
+                         f"expected {expected} (T, B, {'n' if len(expected) == 3 else '...'})")
     if not np.all(np.isfinite(spikes)):
         raise ValueError("adapter returned NaN or inf spikes")
 
@@ -185,12 +180,6 @@ def process_age_s(stat: str = "/proc/self/stat", uptime: str = "/proc/uptime") -
         return None
 
 
-def _case_metrics(small: NetworkSpec, result: ReferenceResult) -> dict[str, list[float]]:
-    """Firing rate and synaptic operations per step, from the reference at the check's size
-    (``result``: that of ``small``, computed once for the check and these)."""
-    return LinearLif(small).case_metrics(result)
-
-
 def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: float,
             laps: Laps | None = None) -> None:
     """Build, warm up and time every phase; fills ``record.samples`` and ``record.measurement``
@@ -198,7 +187,7 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
     and ``laps`` with the build, first call, warm-up and timing phases' wall time."""
     adapter = as_v2(any_adapter)
     laps = laps or Laps()
-    spec, device, settings = job.spec, job.device, job.measure
+    device, settings = job.device, job.measure
     framework = adapter.framework
     rss = RssProbe()
     baseline_rss = current_rss_bytes()
@@ -221,7 +210,7 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
         model.zero_grad()
         handle = model.forward()
         model.synchronize()
-        _check_output(model, spec, handle)
+        _check_output(model, workload, handle)
         model.backward(handle)
         model.synchronize()
         del handle
@@ -246,7 +235,7 @@ def measure(any_adapter: AnyAdapter, job: Job, record: CaseRecord, prepare_s: fl
                 info.block_note[phase] = timed.block.note
             metrics: dict[str, list[float]] = {"time_s": timed.times}
             if phase == "step":
-                metrics.update(_throughput(spec.batch_size, timed.times))
+                metrics.update(_throughput(workload.batch_size, timed.times))
             peak = model.peak_memory_bytes()
             if peak is None:
                 peak = probe.peak_bytes()
@@ -312,10 +301,10 @@ def count_instructions(framework: str, job: Job, record: CaseRecord,
         print(f"instructions not counted: {counts.skipped}", file=sys.stderr, flush=True)
 
 
-def _record_equivalence(record: CaseRecord, equivalence: Equivalence) -> None:
-    record.equivalence = equivalence.to_dict()
-    record.spike_match = equivalence.spike_match
-    record.grad_cosine = equivalence.grad_cosine
+def _record_equivalence(record: CaseRecord, agreement: Agreement) -> None:
+    record.equivalence = agreement.to_dict()
+    record.spike_match = agreement.spike_match
+    record.grad_cosine = agreement.grad_cosine
 
 
 def references_folder(job: Job) -> Path | None:
@@ -329,10 +318,8 @@ def references_folder(job: Job) -> Path | None:
     return Path(job.result_path).parent.parent / REFERENCES_DIR
 
 
-def _verify_only(adapter: Adapter, job: Job, record: CaseRecord,
-                 reference: ReferenceResult) -> None:
-    """``snnbench verify``: compare with the reference at the job's spec, optionally dump."""
-    spec = job.spec
+def _verify_only(adapter: Adapter, job: Job, record: CaseRecord, reference: Any) -> None:
+    """``snnbench verify``: compare with the reference at the job's workload, optionally dump."""
     capabilities = adapter.capabilities(job.variant)
     record.exact_dynamics = capabilities.exact_dynamics
     record.exact_gradient = capabilities.exact_gradient
@@ -341,23 +328,15 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord,
         record.status = "skipped"
         record.message = "computes no LIF (pseudo-adapter): nothing to verify"
         return
-    equivalence, arrays = check_adapter(adapter, job.variant, spec, job.device, reference)
-    _record_equivalence(record, equivalence)
-    problems = []
-    key = tolerance_key(spec)
-    unproven = equivalence.unproven(capabilities)
-    if unproven:
-        # silent on both sides, or another network: no bar is met by agreeing on nothing
-        problems.append(unproven)
-    else:
-        if capabilities.exact_dynamics and not equivalence.passes(key):
-            problems.append(f"spikes match only {equivalence.spike_match:.4%}")
-        if capabilities.exact_gradient and equivalence.grad_cosine < GRAD_COSINE_MIN[key]:
-            problems.append(f"weight-gradient cosine {equivalence.grad_cosine:.6f}")
+    agreement, arrays = check_adapter(adapter, job.variant, job.workload, job.device,
+                                      reference)
+    _record_equivalence(record, agreement)
+    # silent on both sides, or another network: no bar is met by agreeing on nothing
+    problems = agreement.problems(capabilities)
     record.status = "mismatch" if problems else "ok"
     record.message = "; ".join(problems) or capabilities.approximation_note
     if job.dump_path:
-        payload: dict[str, Any] = {**arrays, "spec_json": np.array(spec.to_json())}
+        payload: dict[str, Any] = {**arrays, "spec_json": np.array(_params_json(job.workload))}
         try:
             # a temporary file and a rename: a full disk leaves the earlier dump whole
             with atomic_path(Path(job.dump_path)) as tmp, open(tmp, "wb") as handle:
@@ -367,6 +346,12 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord,
             record.message = f"{DUMP_NOT_WRITTEN}: {exc}"
             return
         record.dump_path = job.dump_path
+
+
+def _params_json(workload: Workload) -> str:
+    """The workload's parameters as a dump names its case (``spec_json``): for ``linear-lif``
+    the spec's JSON, as it always was; for another kind its parameters with their kind."""
+    return workload.reference_key()
 
 
 def _mark_prepared(job: Job) -> None:
@@ -426,15 +411,16 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
     ``started_s``: the seconds this process took to get here (:func:`process_age_s`),
     recorded as the ``start`` of :attr:`CaseRecord.overhead_s`.
     """
-    spec, variant, device = job.spec, job.variant, job.device
+    variant, device = job.variant, job.device
+    workload = job.workload
     laps = Laps()
     record = CaseRecord.for_job(job)
     record.started_utc = now_utc()
     record.packages = installed_packages(job)
     phase = "computing the reference"
     adapter: Adapter | None = None
-    # one short spec for the pre-timing check and the case metrics: the same T for both
-    small = job.spec if job.mode == "verify" else verification_spec(spec, job.verify_time_steps)
+    # one short case for the pre-timing check and the case metrics: the same T for both
+    small = workload if job.mode == "verify" else workload.shortened(job.verify_time_steps)
     try:
         # before any library is imported: NumPy alone computes it, the same for every case of
         # this network, which the sweep's first such case computes and the others read
@@ -457,11 +443,11 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
         laps.lap("prepare")
         prepared = time.monotonic()
         phase = "applying settings"
-        record.settings = apply_framework_settings(adapter.framework, spec, job.threads)
+        record.settings = apply_framework_settings(adapter.framework, workload, job.threads)
         reason = device_available(adapter.framework, device)
         if reason:
             raise AdapterUnavailable(reason)
-        reason = adapter.reason_skipped(job.workload, device, variant)
+        reason = adapter.reason_skipped(workload, device, variant)
         if reason:
             raise CaseSkipped(reason)
         capabilities = adapter.capabilities(variant)
@@ -471,32 +457,17 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
             _verify_only(adapter, job, record, reference)
             laps.lap("verify")
             return record
+        agreement: Agreement | None = None
         if job.verify and capabilities.verifiable:
             phase = "verifying equivalence"
-            equivalence, _ = check_adapter(adapter, variant, small, device, reference)
-            _record_equivalence(record, equivalence)
+            agreement, _ = check_adapter(adapter, variant, small, device, reference)
+            _record_equivalence(record, agreement)
             laps.lap("verify")
-            # the same two checks as `snnbench verify`: spikes for an adapter that declares
-            # exact dynamics, the weight-gradient cosine for one that declares exact gradients
-            # (the bars of the spec's dtype and precision: AMP has its own)
-            problems = []
-            unproven = equivalence.unproven(capabilities)
-            if unproven:
-                # silent on both sides, or another network: never timed as exact
-                problems.append(unproven)
-            elif capabilities.exact_dynamics and not equivalence.passes(tolerance_key(spec)):
-                problems.append(
-                    f"spikes match the reference on {equivalence.spike_match:.4%} "
-                    f"(first differing step {equivalence.first_diff_step}); adapter declares "
-                    "exact dynamics"
-                )
-            bar = GRAD_COSINE_MIN[tolerance_key(spec)]
-            if (not unproven and capabilities.exact_gradient
-                    and not equivalence.grad_cosine >= bar):
-                problems.append(
-                    f"weight-gradient cosine {equivalence.grad_cosine:.6f} is below {bar}; "
-                    "adapter declares exact gradients"
-                )
+            # the same rule as `snnbench verify` (Agreement.problems): the output bar for an
+            # adapter that declares exact dynamics, the gradient bar for one that declares
+            # exact gradients (the bars of the case's kind and precision: AMP has its own);
+            # silent on both sides, or another network, is never timed as exact
+            problems = agreement.problems(capabilities, detailed=True)
             if problems:
                 text = "; ".join(problems)
                 if not job.allow_mismatch:
@@ -506,15 +477,14 @@ def run_job(job: Job, started_s: float | None = None) -> CaseRecord:
                 record.message = text + "; timed anyway (--allow-mismatch)"
         if not capabilities.verifiable:
             record.message = record.message or capabilities.approximation_note
-        elif not capabilities.exact_gradient and not record.message:
-            # a library may be exact at some settings only: trust the measured gradient
-            cosine = record.grad_cosine
-            if cosine is None or cosine < GRAD_COSINE_MIN[tolerance_key(spec)]:
-                record.message = f"approximate gradient: {capabilities.approximation_note}"
+        elif (not capabilities.exact_gradient and not record.message
+              # a library may be exact at some settings only: trust the measured gradient
+              and (agreement is None or agreement.gradient_below_bar())):
+            record.message = f"approximate gradient: {capabilities.approximation_note}"
         phase = "measuring"
         laps.skip()
         measure(adapter, job, record, prepare_s, laps)
-        record.samples["case"] = _case_metrics(small, reference)
+        record.samples["case"] = small.case_metrics(reference)
         laps.lap("metrics")
         if job.instructions:
             phase = "counting instructions"

@@ -48,8 +48,7 @@ from snnbench.records.validation import (
     dump,
     validate,
 )
-from snnbench.workload import DEFAULT_KIND, Workload, WorkloadError, kinds, workload_class
-from snnbench.workload.linear_lif.spec import NetworkSpec
+from snnbench.workload import DEFAULT_KIND, Workload, kinds, workload_class
 
 #: bump when a Job field changes meaning or disappears
 JOB_SCHEMA = 1
@@ -85,30 +84,23 @@ def _env_pairs(value: Any) -> Any:
     raise ValueError("must be a table of names to values")
 
 
-def _spec(value: Any) -> NetworkSpec:
-    return value if isinstance(value, NetworkSpec) else NetworkSpec.from_dict(value)
+def _workload(value: Any) -> Workload:
+    # a file's ``spec`` and ``kind`` are read into one workload by its header function
+    # (:func:`_read_workload`), with messages naming them; here it is built already
+    if not isinstance(value, Workload):
+        raise ValueError(f"must be a workload, got {type(value).__name__}")
+    return value
 
 
-def _kind(value: Any) -> str:
-    if value not in kinds():
-        raise ValueError(f"unknown workload kind {value!r} (known: {', '.join(kinds())})")
-    return str(value)
-
-
-def workload_of(kind: str, spec: NetworkSpec) -> Workload:
-    """The workload a job or a record carries: its ``spec`` read as its ``kind``."""
-    try:
-        return workload_class(kind).from_stored(spec)
-    except WorkloadError as exc:
-        raise ContractError(str(exc)) from exc
+def _stored(workload: Workload) -> dict[str, Any]:
+    return {"kind": workload.kind, "spec": workload.params()}
 
 
 #: a tuple in memory, a JSON list on disk
 Names = Annotated[tuple[str, ...], PlainSerializer(list)]
-#: the spec goes through the plugin API's own checks (:meth:`NetworkSpec.from_dict`)
-Spec = Annotated[NetworkSpec, PlainValidator(_spec), PlainSerializer(NetworkSpec.to_dict)]
-#: a registered workload kind (:func:`snnbench.workload.kinds`); absent on disk: ``linear-lif``
-Kind = Annotated[str, AfterValidator(_kind), _or(DEFAULT_KIND)]
+#: what a case computes: one workload in memory; on disk, as always, its parameters under
+#: ``spec`` and its kind under ``kind`` (:func:`_read_workload`, :func:`_on_disk`)
+WorkloadField = Annotated[Workload, PlainValidator(_workload), PlainSerializer(_stored)]
 #: a sorted tuple of pairs in memory, a JSON object on disk
 EnvVars = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_env_pairs),
                     PlainSerializer(dict)]
@@ -248,8 +240,8 @@ class Job:
     adapter: str
     variant: str
     device: str
-    #: the workload's parameters (for ``linear-lif``, the network spec)
-    spec: Spec
+    #: what the case computes (on disk: ``spec``, its parameters, and ``kind``)
+    workload: WorkloadField
     #: where the worker writes its record; set by the executor (:meth:`with_result_in`)
     result_path: str = ""
     mode: JobMode = "run"
@@ -279,8 +271,6 @@ class Job:
     placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
     #: which fresh process of the case this is (``--replicates``), 0 for the first
     replicate: int = 0
-    #: the workload kind ``spec`` belongs to (:mod:`snnbench.workload`)
-    kind: Kind = DEFAULT_KIND
     schema: int = JOB_SCHEMA
 
     def __post_init__(self) -> None:
@@ -289,14 +279,9 @@ class Job:
                                 f"got {self.mode!r}")
 
     @property
-    def workload(self) -> Workload:
-        """What the case computes: :attr:`spec` as a workload of :attr:`kind`."""
-        return workload_of(self.kind, self.spec)
-
-    @property
     def key(self) -> str:
         """The case key of the record this job produces."""
-        return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
+        return case_key(self.adapter, self.variant, self.device, self.workload.case_id,
                         self.environment.name, self.replicate)
 
     def with_result_in(self, folder: Path) -> Job:
@@ -315,7 +300,7 @@ class Job:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return dump(self)
+        return _on_disk(dump(self))
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "job") -> Job:
@@ -352,7 +337,48 @@ def _job_header(data: Any, source: str) -> dict[str, Any]:
     if data["schema"] != JOB_SCHEMA:
         raise ContractError(f"{source} has job schema {data.get('schema')!r}; this snnbench "
                             f"reads {JOB_SCHEMA}")
-    return data
+    missing = [k for k in ("adapter", "variant", "device", "spec") if k not in data]
+    if missing:
+        raise ContractError(f"{source} is not a job: it lacks "
+                            f"{', '.join(repr(m) for m in missing)}")
+    return _read_workload(data, source, "job")
+
+
+def _read_workload(data: dict[str, Any], source: str, what: str) -> dict[str, Any]:
+    """``data`` with its ``spec`` (the parameters) and ``kind`` (absent or null: the default,
+    ``linear-lif``, as every record before kinds) read as one ``workload``: the one place a
+    file's form of a workload becomes the object (:func:`_on_disk` is the inverse)."""
+    body = {k: v for k, v in data.items() if k not in ("spec", "kind")}
+    kind = data.get("kind")
+    kind = DEFAULT_KIND if kind is None else kind
+    if not isinstance(kind, str) or kind not in kinds():
+        raise ContractError(f"{source} is not a valid {what}: kind: unknown workload kind "
+                            f"{kind!r} (known: {', '.join(kinds())})")
+    spec = data["spec"]
+    if not isinstance(spec, Mapping):
+        raise ContractError(f"{source} is not a valid {what}: spec: must be a table of "
+                            f"parameters, got {type(spec).__name__}")
+    try:
+        body["workload"] = workload_class(kind).from_params(spec)
+    except (ValueError, TypeError) as exc:  # WorkloadError and SpecError are ValueErrors
+        raise ContractError(f"{source} is not a valid {what}: spec: {exc}") from exc
+    return body
+
+
+def _on_disk(data: dict[str, Any]) -> dict[str, Any]:
+    """The dumped ``data`` of a job or a record with its ``workload`` written as files have
+    always held it: the parameters as ``spec`` in its place, the ``kind`` before ``schema``."""
+    out: dict[str, Any] = {}
+    stored = data["workload"]
+    for key, value in data.items():
+        if key == "workload":
+            out["spec"] = stored["spec"]
+            continue
+        if key == "schema":
+            out["kind"] = stored["kind"]
+        out[key] = value
+    out.setdefault("kind", stored["kind"])
+    return out
 
 
 def _record_header(data: Any, source: str) -> dict[str, Any]:
@@ -371,7 +397,8 @@ def _record_header(data: Any, source: str) -> dict[str, Any]:
         raise ContractError(f"{source} has an unknown status {data['status']!r}")
     # an older schema is read as this one (schema 1 named no kind: linear-lif), so a record
     # read and written again is written whole in today's form
-    return {k: v for k, v in data.items() if k not in ("case_id", "schema")}
+    return _read_workload({k: v for k, v in data.items() if k not in ("case_id", "schema")},
+                          source, "case record")
 
 
 @dataclass
@@ -388,7 +415,9 @@ class CaseRecord:
     adapter: str
     variant: str
     device: str
-    spec: Spec
+    #: what the case computed (on disk: ``spec``, its parameters, and ``kind``; a schema-1
+    #: record has no kind: ``linear-lif``)
+    workload: WorkloadField
     status: str = "error"
     message: Text = ""
     library: Text = ""
@@ -430,8 +459,6 @@ class CaseRecord:
     placement: Annotated[Placement, _or({})] = field(default_factory=Placement)
     replicate: Count = 0
     traceback: Text = ""
-    #: the workload kind ``spec`` belongs to; a schema-1 record has none: ``linear-lif``
-    kind: Kind = DEFAULT_KIND
     schema: int = RECORD_SCHEMA
 
     @classmethod
@@ -442,21 +469,16 @@ class CaseRecord:
         if not placement.host:
             placement = dataclasses.replace(placement, host=socket.gethostname())
         return cls(
-            adapter=job.adapter, variant=job.variant, device=job.device, spec=job.spec,
-            status=status, message=message, library=library,
+            adapter=job.adapter, variant=job.variant, device=job.device,
+            workload=job.workload, status=status, message=message, library=library,
             allow_mismatch=job.allow_mismatch, order=job.order,
             environment=job.environment, placement=placement, replicate=job.replicate,
-            kind=job.kind,
         )
 
     @property
-    def workload(self) -> Workload:
-        """What the case computed: :attr:`spec` as a workload of :attr:`kind`."""
-        return workload_of(self.kind, self.spec)
-
-    @property
     def case_id(self) -> str:
-        """The workload's identity (the spec hash): equal for rows of the same case."""
+        """The workload's identity (for ``linear-lif`` the spec hash): equal for rows of the
+        same case."""
         return self.workload.case_id
 
     @property
@@ -467,7 +489,7 @@ class CaseRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (the on-disk form of ``cases/*.json``)."""
-        return {**dump(self), "case_id": self.case_id}
+        return {**_on_disk(dump(self)), "case_id": self.case_id}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "record") -> CaseRecord:

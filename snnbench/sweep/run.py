@@ -263,7 +263,7 @@ def merge_run(path: Path) -> int:
 
 def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str) -> Manifest:
     """The manifest of a new run: machine, versions, settings and the full config."""
-    specs = {t.spec.case_id: t.spec for t in tasks}.values()
+    wanted = {t.workload.case_id: t.workload.framework_settings() for t in tasks}.values()
     return Manifest(
         run_id=run_id,
         created_utc=now_utc(),
@@ -272,9 +272,9 @@ def new_manifest(run_id: str, config: RunConfig, tasks: list[Task], device: str)
         settings=ManifestSettings.model_validate({
             "device": device,
             "threads": config.run.resolved_threads,
-            "matmul_precisions": sorted({s.matmul_precision for s in specs}),
-            "tf32": any(s.matmul_precision == "tf32" for s in specs),
-            "seeds": sorted({s.seed for s in specs}),
+            "matmul_precisions": sorted({s.matmul_precision for s in wanted}),
+            "tf32": any(s.matmul_precision == "tf32" for s in wanted),
+            "seeds": sorted({s.seed for s in wanted}),
             "thread_env": thread_env(config.run.resolved_threads, config.run.thread_wait),
             "thread_wait": config.run.thread_wait,
         }),

@@ -17,7 +17,6 @@ from rich.console import Console
 from snnbench.adapter_shim import as_v2
 from snnbench.executors.local import run_in_folder
 from snnbench.host.scratch import scratch_folder
-from snnbench.measure.verify import verification_spec
 from snnbench.records.contract import DUMP_NOT_WRITTEN, CaseRecord, adapter_label, file_safe
 from snnbench.records.schema import FAILED_STATUSES
 from snnbench.registry import discover
@@ -34,7 +33,6 @@ from snnbench.sweep.verify_request import (
     RESET_MODES,
     VerifyRequest as VerifyRequest,
 )
-from snnbench.workload import Workload
 
 #: verify's scratch folder in the temporary folder: ``snnbench-verify-<pid>-<random>``
 SCRATCH_PREFIX = "snnbench-verify-"
@@ -61,7 +59,7 @@ def run_verification(
         # the overhead probe computes no LIF: nothing of it to verify
         config = replace(request.config, run=replace(request.config.run, overhead_probe=False))
         tasks = list(dict.fromkeys(
-            replace(task, spec=verification_spec(task.spec, config.run.verify_time_steps))
+            replace(task, workload=task.workload.shortened(config.run.verify_time_steps))
             for task in plan_tasks(config, entries, resolve_device(config.run.device))))
     else:
         # a graph's size is its file's: --neurons chooses Linear+LIF cases only
@@ -109,13 +107,7 @@ def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
     workload = task.workload
     knobs = as_v2(cls()).capabilities(task.variant).knobs(workload.kind)
     narrowed = workload.with_supported(knobs, ("detach_reset",))
-    return task if narrowed is workload else _with_workload(task, narrowed)
-
-
-def _with_workload(task: Task, workload: Workload) -> Task:
-    """``task`` running ``workload`` instead."""
-    # until a task carries its workload (not its spec): a verify task is linear-lif
-    return replace(task, spec=workload.spec)  # type: ignore[attr-defined]
+    return task if narrowed is workload else replace(task, workload=narrowed)
 
 
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,

@@ -16,13 +16,14 @@ is ``linear-lif`` (:data:`DEFAULT_KIND`).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from snnbench.errors import UserError, shown
 
@@ -41,6 +42,88 @@ class Work:
 
 class WorkloadError(UserError, ValueError):
     """A workload's kind or parameters are not ones this snnbench knows; one line naming it."""
+
+
+@dataclass(frozen=True)
+class FrameworkSettings:
+    """What a workload asks every framework to set before it is built (the worker applies it
+    alike for every adapter: :func:`snnbench.measure.worker.apply_framework_settings`)."""
+
+    #: float32 matrix products: ``strict`` (full float32), ``tf32``, or an AMP mode
+    #: (``amp-bf16``, ``amp-fp16``) whose Linear layers run under ``torch.autocast``
+    matmul_precision: str = "strict"
+    #: the 16-bit dtype of an AMP mode (``bfloat16``), None otherwise
+    autocast_dtype: str | None = None
+    #: the frameworks' own random seed
+    seed: int = 0
+
+
+class Declared(Protocol):
+    """What an adapter declares of its build (its capabilities, API v1 or v2): what a check
+    holds it to."""
+
+    @property
+    def exact_dynamics(self) -> bool: ...
+
+    @property
+    def exact_gradient(self) -> bool: ...
+
+
+class Agreement(ABC):
+    """How closely one build reproduced its workload's reference (:meth:`Workload.check`):
+    the two numbers a record keeps (``spike_match``, ``grad_cosine``), the whole comparison
+    (:meth:`to_dict`, the record's ``equivalence``) and the verdict against the kind's bars.
+
+    The rule is :meth:`problems`, the same for every kind: a comparison that shows nothing is
+    never a match; else an adapter that declares exact dynamics is held to the output bar and
+    one that declares exact gradients to the gradient bar. Each kind words its own problems.
+    """
+
+    #: the fraction of equal output values (spikes); a kind without one says 1.0
+    spike_match: float
+    #: the gradient cosine with the reference (NaN: zero on both sides, none)
+    grad_cosine: float
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The whole comparison as plain data (a record's ``equivalence``)."""
+
+    @abstractmethod
+    def unproven(self, declared: Declared) -> str:
+        """Why this comparison shows nothing of what ``declared`` says ("" when it shows
+        something): both sides silent, the adapter changed what it was given..."""
+
+    @abstractmethod
+    def dynamics_problem(self, detailed: bool = False) -> str:
+        """The output's failure of its bar in words, "" within it; ``detailed``: as ``run``
+        says it (why the case is not timed), else as ``verify``'s table does."""
+
+    @abstractmethod
+    def gradient_problem(self, detailed: bool = False) -> str:
+        """The gradient's failure of its bar in words, "" within it (``detailed`` as in
+        :meth:`dynamics_problem`)."""
+
+    @abstractmethod
+    def gradient_below_bar(self) -> bool:
+        """The gradient cosine is below the bar (False when there is none): an adapter that
+        declares an approximate gradient gets its note."""
+
+    def problems(self, declared: Declared, detailed: bool = False) -> list[str]:
+        """What fails the bars of what ``declared`` says, in words (empty: a match)."""
+        unproven = self.unproven(declared)
+        if unproven:
+            return [unproven]
+        out = []
+        if declared.exact_dynamics:
+            out.append(self.dynamics_problem(detailed))
+        if declared.exact_gradient:
+            out.append(self.gradient_problem(detailed))
+        return [p for p in out if p]
+
+
+#: ``run(data) -> (output, gradients by name)``: one build run once on ``data`` (forward,
+#: backward), what :meth:`Workload.check` compares
+RunOnce = Callable[[Any], tuple[Any, Mapping[str, Any]]]
 
 
 class Workload(ABC):
@@ -193,6 +276,58 @@ class Workload(ABC):
     def operations(self) -> float:
         """Dense operations of one forward pass over the whole case (every time step and
         sample): the size by which a sweep orders and weighs its cases."""
+
+    # -- what a worker asks of it (snnbench.measure): build, check, time -----------------------
+    # Not abstract: a kind that only describes stored rows (a reader's test) needs none of
+    # these; every kind that runs implements them all.
+    @property
+    def batch_size(self) -> int:
+        """Samples per step (a throughput's numerator)."""
+        raise self._cannot_run("batch_size")
+
+    def shortened(self, time_steps: int) -> Workload:
+        """This case with T cut to at most ``time_steps``: the size of the check before
+        timing, and of the case metrics."""
+        raise self._cannot_run("shortened")
+
+    def framework_settings(self) -> FrameworkSettings:
+        """The precision and seed every framework is set to before a build (by default
+        strict float32 and seed 0)."""
+        return FrameworkSettings()
+
+    def output_shape(self) -> tuple[int, ...]:
+        """The shape of what a built model's ``spikes(handle)`` returns: (T, B, *output)."""
+        raise self._cannot_run("output_shape")
+
+    def check(self, run: RunOnce, reference: Any | None = None
+              ) -> tuple[Agreement, dict[str, Any]]:
+        """Run a build once on copies of this case's data (``run``) and compare its output and
+        gradients with ``reference`` (None: computed here). Returns the agreement and the
+        arrays ``verify --dump`` writes. A build whose output or gradients are not of this
+        case's shape or names raises ``ValueError`` (the adapter's fault)."""
+        raise self._cannot_run("check")
+
+    def _cannot_run(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"workload kind {self.kind!r} has no {what}: it cannot run")
+
+    def case_metrics(self, reference: Any) -> dict[str, list[float]]:
+        """One-value metrics of the case from its reference at the check's size (firing rate,
+        synaptic operations...): a record's ``case`` samples. None by default."""
+        return {}
+
+    def reference_key(self) -> str:
+        """The text a kept reference (:func:`snnbench.measure.verify.cached_reference`) is
+        filed under and checked against: by default the tagged parameters as JSON."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def reference_arrays(self, reference: Any) -> dict[str, Any]:
+        """The reference as named arrays, for a file that keeps it; empty (the default): this
+        kind's references are not kept, each case computes its own."""
+        return {}
+
+    def reference_from_arrays(self, arrays: Mapping[str, Any]) -> Any | None:
+        """Inverse of :meth:`reference_arrays`; None when the arrays are not this case's."""
+        return None
 
     @classmethod
     def row_label(cls, row: Any, columns: Iterable[str] | None = None) -> str:
@@ -423,6 +558,14 @@ def row_workload_class(row: Any) -> type[Workload]:
     except (KeyError, IndexError):
         kind = None
     return workload_class(kind if isinstance(kind, str) and kind else DEFAULT_KIND)
+
+
+def as_workload(value: Any) -> Workload:
+    """``value`` if it is a workload, else the stored parameters object of the default kind it
+    is (a bare ``NetworkSpec``, as plugin API v1 code and older callers pass one)."""
+    if isinstance(value, Workload):
+        return value
+    return workload_class(DEFAULT_KIND).from_stored(value)
 
 
 def workload_from_dict(params: Mapping[str, Any], kind: str | None = None) -> Workload:

@@ -59,7 +59,7 @@ def make_job(
         adapter=task.adapter,
         variant=task.variant,
         device=task.device,
-        spec=task.spec,
+        workload=task.workload,
         mode=mode,
         threads=settings.resolved_threads,
         phases=tuple(settings.phases),
@@ -135,7 +135,7 @@ def replicate_order(tasks: list[Task], replicates: int) -> list[tuple[Task, int]
     of the machine during a case weighs on every adapter alike."""
     cases: dict[str, list[Task]] = {}
     for task in tasks:
-        cases.setdefault(task.spec.case_id, []).append(task)
+        cases.setdefault(task.workload.case_id, []).append(task)
     return [(task, r) for group in cases.values() for r in range(replicates)
             for task in (group if r % 2 == 0 else group[::-1])]
 

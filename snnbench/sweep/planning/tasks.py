@@ -20,8 +20,7 @@ from snnbench.store.overhead import NULL
 from snnbench.sweep.config import RunConfig, RunSettings
 from snnbench.sweep.planning.messages import NotifyCallback, environment_line
 from snnbench.sweep.planning.selection import select_adapters
-from snnbench.workload import DEFAULT_KIND, LinearLif, Workload, workload_class
-from snnbench.workload.linear_lif.spec import NetworkSpec
+from snnbench.workload import Workload
 
 #: the adapter a sweep over every library runs first in each case (plain PyTorch)
 BASELINE_ADAPTER = "torch"
@@ -33,21 +32,17 @@ class Task:
 
     adapter: str
     variant: str
-    spec: NetworkSpec
+    #: what the case computes, of any registered kind; its label and size name it in
+    #: progress lines
+    workload: Workload
     device: str
     #: the base environment, or an overlay (its ``python`` set once it is built)
     environment: LibraryEnvironment = field(default_factory=LibraryEnvironment)
 
     @property
     def key(self) -> str:
-        return case_key(self.adapter, self.variant, self.device, self.spec.case_id,
+        return case_key(self.adapter, self.variant, self.device, self.workload.case_id,
                         self.environment.name)
-
-    @property
-    def workload(self) -> Workload:
-        """What the case computes: its spec as a workload (a config plans ``linear-lif``
-        networks, the default kind), whose label and size name it in progress lines."""
-        return workload_class(DEFAULT_KIND).from_stored(self.spec)
 
 
 def resolve_device(device: str) -> str:
@@ -72,9 +67,7 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
         selections.sort(key=lambda sel: sel.adapter != BASELINE_ADAPTER)
     tasks: list[Task] = []
     adapters: dict[str, Adapter | None] = {}
-    for case in config.cases():
-        # until a task carries its workload: a task holds a linear-lif spec
-        spec = case.spec if isinstance(case, LinearLif) else _unplannable(case)
+    for workload in config.cases():
         for sel in selections:
             cls = entries[sel.adapter].adapter_class
             env = (LibraryEnvironment(sel.environment.name, sel.environment.requirements)
@@ -86,18 +79,11 @@ def plan_tasks(config: RunConfig, entries: dict[str, AdapterEntry], device: str)
             else:
                 if sel.adapter not in adapters:
                     adapters[sel.adapter] = _created(entries[sel.adapter])
-                variants = asked_variants(adapters[sel.adapter], cls.variants, spec, device,
-                                          bool(env.name))
-            tasks.extend(Task(sel.adapter, v, spec, device, env) for v in variants)
+                variants = asked_variants(adapters[sel.adapter], cls.variants, workload,
+                                          device, bool(env.name))
+            tasks.extend(Task(sel.adapter, v, workload, device, env) for v in variants)
     tasks = list(dict.fromkeys(tasks))
     return with_overhead_probe(tasks, entries) if config.run.overhead_probe else tasks
-
-
-def _unplannable(workload: Workload) -> NetworkSpec:
-    from snnbench.sweep.config import ConfigError
-
-    raise ConfigError(f"a {workload.kind} case cannot be run yet: a task holds a "
-                      f"{DEFAULT_KIND} network")
 
 
 def _created(entry: AdapterEntry) -> Adapter | None:
@@ -107,7 +93,7 @@ def _created(entry: AdapterEntry) -> Adapter | None:
         return None
 
 
-def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: NetworkSpec,
+def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], workload: Workload,
                    device: str, overlay: bool = False) -> tuple[str, ...]:
     """The variants of an adapter a selection without one (``haiku``, ``all``) runs at a
     case: those it can honour there. A variant made for another device or dtype
@@ -121,7 +107,6 @@ def asked_variants(adapter: Adapter | None, variants: tuple[str, ...], spec: Net
 
     def honoured(variant: str) -> bool:
         try:
-            workload = workload_class(DEFAULT_KIND).from_stored(spec)
             reason = (Adapter.reason_skipped(adapter, workload, device, variant) if overlay
                       else adapter.reason_skipped(workload, device, variant))
         except Exception:  # decided by the case's own row, as before
@@ -144,7 +129,7 @@ def with_overhead_probe(tasks: list[Task], entries: dict[str, AdapterEntry]) -> 
         if any(t.adapter == NULL for t in mine):
             continue
         smallest = min(mine, key=lambda t: t.workload.operations())
-        out.insert(out.index(smallest), Task(NULL, "default", smallest.spec, device))
+        out.insert(out.index(smallest), Task(NULL, "default", smallest.workload, device))
     return out
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from snnbench.workload.base import Agreement, Declared
 from snnbench.workload.graph.reference import GraphResult
 
 #: the least fraction of equal output spikes of a build that declares exact dynamics
@@ -25,8 +26,9 @@ MAX_OUTPUT_REL_ERR = 1e-4
 
 
 @dataclass(frozen=True)
-class GraphEquivalence:
-    """The agreement of one build with the reference."""
+class GraphEquivalence(Agreement):
+    """The agreement of one build with the reference (what a record keeps: ``spike_match`` is
+    :attr:`output_match`, ``grad_cosine`` the worst parameter's)."""
 
     spiking_output: bool
     #: spiking output: the fraction of equal entries; LI output: 1 − (relative error > bar)
@@ -37,19 +39,58 @@ class GraphEquivalence:
     worst_parameter: str
     output_rate: float
     reference_rate: float
+    #: the arrays the build changed in place (``parameters``, ``input``): it was given copies
+    changed: tuple[str, ...] = ()
+    #: :attr:`output_match`, under the name a record keeps it by
+    spike_match: float = field(init=False)
 
-    def problems(self) -> list[str]:
-        """What fails the bars, in words (empty: exact)."""
-        out = []
-        if self.spiking_output and self.output_match < MIN_SPIKE_MATCH:
-            out.append(f"output spikes match only {self.output_match:.4%}")
-        if not self.spiking_output and self.output_max_rel_err > MAX_OUTPUT_REL_ERR:
-            out.append(f"read-out relative error {self.output_max_rel_err:.2e}")
-        if not math.isnan(self.grad_cosine) and self.grad_cosine < GRAD_COSINE_MIN:
-            out.append(f"gradient cosine of {self.worst_parameter} {self.grad_cosine:.6f}")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spike_match", self.output_match)
+
+    def problems(self, declared: Declared | None = None, detailed: bool = False) -> list[str]:
+        """What fails the bars, in words (empty: exact); ``declared``: only what an adapter
+        declares exact is held to its bar (None: everything is)."""
+        if declared is not None:
+            return super().problems(declared, detailed)
+        out = [self.dynamics_problem(), self.gradient_problem()]
         if math.isnan(self.grad_cosine):
             out.append("zero gradients on both sides: gradient equivalence not shown")
-        return out
+        return [p for p in out if p]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON (a record's ``equivalence``)."""
+        return {**asdict(self), "changed": list(self.changed)}  # as JSON reads it back
+
+    def unproven(self, declared: Declared) -> str:
+        """A build that changed what it was given, or zero gradients on both sides where
+        exact gradients are declared, shows nothing."""
+        if self.changed:
+            return (f"the adapter changed the {' and '.join(self.changed)} it was given in "
+                    "place: it computes another network than the case's")
+        if math.isnan(self.grad_cosine) and declared.exact_gradient:
+            return "zero gradients on both sides: gradient equivalence not shown"
+        return ""
+
+    def dynamics_problem(self, detailed: bool = False) -> str:
+        """Output spikes below :data:`MIN_SPIKE_MATCH`, or an LI read-out off by more than
+        :data:`MAX_OUTPUT_REL_ERR`."""
+        tail = "; adapter declares exact dynamics" if detailed else ""
+        if self.spiking_output and self.output_match < MIN_SPIKE_MATCH:
+            return f"output spikes match only {self.output_match:.4%}{tail}"
+        if not self.spiking_output and self.output_max_rel_err > MAX_OUTPUT_REL_ERR:
+            return f"read-out relative error {self.output_max_rel_err:.2e}{tail}"
+        return ""
+
+    def gradient_problem(self, detailed: bool = False) -> str:
+        """The worst parameter's gradient cosine below :data:`GRAD_COSINE_MIN`."""
+        if not self.gradient_below_bar():
+            return ""
+        tail = f" is below {GRAD_COSINE_MIN}; adapter declares exact gradients" if detailed else ""
+        return f"gradient cosine of {self.worst_parameter} {self.grad_cosine:.6f}{tail}"
+
+    def gradient_below_bar(self) -> bool:
+        """The worst gradient cosine is below the bar (NaN, none, is not)."""
+        return self.grad_cosine < GRAD_COSINE_MIN
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -25,9 +25,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from snnbench.errors import shown
-from snnbench.workload.base import Knobs, Workload, WorkloadError, first_unsupported, register
+from snnbench.workload.base import (
+    Agreement,
+    FrameworkSettings,
+    Knobs,
+    RunOnce,
+    Workload,
+    WorkloadError,
+    first_unsupported,
+    register,
+)
+from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.load import GraphError, check_time_step, read_graph
-from snnbench.workload.graph.nodes import NODE_TYPES, Affine, Conv2d, Graph, Linear
+from snnbench.workload.graph.nodes import NODE_TYPES, SPIKING, Affine, Conv2d, Graph, Linear
 from snnbench.workload.graph.reference import (
     DISCRETISATIONS,
     Dynamics,
@@ -340,6 +350,81 @@ class NirGraph(Workload):
         """This case with T cut to at most ``time_steps``."""
         return replace(self, time_steps=min(self.time_steps, time_steps))
 
+    # -- what a worker asks of it ------------------------------------------------------------
+    def framework_settings(self) -> FrameworkSettings:
+        """Strict float32 (no TF32, no AMP: the reference is float64 of float32 values) and
+        the case's seed."""
+        return FrameworkSettings(seed=self.seed)
+
+    def output_shape(self) -> tuple[int, ...]:
+        """(T, B, *the Output node's shape)."""
+        graph = self.load()
+        return (self.time_steps, self.batch_size, *graph.node(graph.output).in_shape)
+
+    def check(self, run: RunOnce, reference: Any | None = None
+              ) -> tuple[Agreement, dict[str, Any]]:
+        """Run a build on copies of the case data and compare its output and gradients by
+        name with the float64 reference (:func:`~snnbench.workload.graph.compare.compare_graph`:
+        ``spike_match`` is the output's match, ``grad_cosine`` the worst parameter's). The
+        dump holds the input, the build's output and its gradients (``grad:<node.field>``)."""
+        data = self.make_data()
+        given = GraphData(graph=data.graph,
+                          params={k: v.copy() for k, v in data.params.items()},
+                          inputs=data.inputs.copy())
+        output, grads = run(given)
+        named = self.gradients_by_name(grads)
+        if reference is None:
+            reference = self.reference(data)
+        out = np.asarray(output, dtype=np.float32)
+        equivalence = replace(compare_graph(out, named, reference, data.graph.spiking_output()),
+                              changed=_changed(data, given))
+        dump = {"input": data.inputs, "output": out,
+                **{f"grad:{name}": grad for name, grad in named.items()}}
+        return equivalence, dump
+
+    def case_metrics(self, reference: Any) -> dict[str, list[float]]:
+        """The firing rate: spikes per neuron per step over every spiking node (LIF, IF,
+        CubaLIF) of the reference at the check's size; none without such a node."""
+        graph = self.load()
+        spiking = [np.asarray(reference.values[name], dtype=np.float64)
+                   for name, node in graph.nodes if node.kind in SPIKING]
+        if not spiking:
+            return {}
+        total = sum(float(s.sum()) for s in spiking)
+        return {"firing_rate": [total / sum(s.size for s in spiking)]}
+
+    def reference_key(self) -> str:
+        """The tagged fields as JSON, the file's path left out (as the case_id leaves it)."""
+        body = {k: v for k, v in self.params().items() if k not in _WHERE}
+        return json.dumps({"kind": KIND, "version": self.version, **body}, sort_keys=True)
+
+    def reference_arrays(self, reference: Any) -> dict[str, Any]:
+        """Every node's value (``value:<node>``), membrane (``membrane:<node>``) and gradient
+        (``grad:<node.field>``), and the output node's name (``output_name``)."""
+        assert isinstance(reference, GraphResult)
+        return {"output_name": np.array(reference.output_name),
+                **{f"value:{k}": v for k, v in reference.values.items()},
+                **{f"membrane:{k}": v for k, v in reference.membranes.items()},
+                **{f"grad:{k}": v for k, v in reference.grads.items()}}
+
+    def reference_from_arrays(self, arrays: Mapping[str, Any]) -> GraphResult | None:
+        """Inverse of :meth:`reference_arrays`; None when a gradient is missing or of another
+        shape than this graph's parameter, or the output is not of :meth:`output_shape`."""
+        groups: dict[str, dict[str, Any]] = {"value": {}, "membrane": {}, "grad": {}}
+        for key in arrays:
+            group, _, name = str(key).partition(":")
+            if group in groups and name:
+                groups[group][name] = np.asarray(arrays[key], dtype=np.float64)
+        result = GraphResult(values=groups["value"], membranes=groups["membrane"],
+                             grads=groups["grad"], output_name=str(arrays["output_name"]))
+        params = self.load().parameters()
+        if (set(result.grads) != set(params)
+                or any(result.grads[k].shape != v.shape for k, v in params.items())
+                or result.output_name not in result.values
+                or result.output.shape != self.output_shape()):
+            return None
+        return result
+
     def parameter_names(self) -> tuple[str, ...]:
         """The names gradients are keyed by: ``node.field`` of every trainable array."""
         return self.load().parameter_names()
@@ -354,6 +439,18 @@ class NirGraph(Workload):
             raise ValueError("gradients by name do not match the graph's parameters: "
                              f"missing {missing}, unknown {unknown}")
         return {n: np.asarray(grads[n], dtype=np.float32) for n in names}
+
+
+def _changed(data: GraphData, given: GraphData) -> tuple[str, ...]:
+    """What of ``given`` (copies of ``data``) a build changed in place."""
+    out = []
+    if set(given.params) != set(data.params) or any(
+            not np.array_equal(v, given.params[k], equal_nan=True)
+            for k, v in data.params.items()):
+        out.append("parameters")
+    if not np.array_equal(data.inputs, given.inputs, equal_nan=True):
+        out.append("input")
+    return tuple(out)
 
 
 @dataclass(frozen=True)

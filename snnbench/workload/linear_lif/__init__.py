@@ -11,13 +11,16 @@ which an adapter of the plugin API v2 returns its gradients.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
 from snnbench.workload.base import (
+    Agreement,
+    FrameworkSettings,
     Knobs,
+    RunOnce,
     Work,
     Workload,
     WorkloadError,
@@ -26,6 +29,12 @@ from snnbench.workload.base import (
     json_float,
     json_int,
     register,
+)
+from snnbench.workload.linear_lif.equivalence import (
+    changed,
+    compare_outputs,
+    copies,
+    tolerance_key,
 )
 from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
 from snnbench.workload.linear_lif.spec import (
@@ -228,7 +237,42 @@ class LinearLif(Workload):
         """This case with T cut to at most ``time_steps`` (the pre-timing check's size)."""
         return LinearLif(self.spec.replace(time_steps=min(self.spec.time_steps, time_steps)))
 
-    def case_metrics(self, result: ReferenceResult | None = None) -> dict[str, list[float]]:
+    # -- what a worker asks of it ------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """B."""
+        return self.spec.batch_size
+
+    def framework_settings(self) -> FrameworkSettings:
+        """The spec's matmul precision (TF32, an AMP mode) and seed."""
+        return FrameworkSettings(matmul_precision=self.spec.matmul_precision,
+                                 autocast_dtype=self.spec.amp_dtype, seed=self.spec.seed)
+
+    def output_shape(self) -> tuple[int, ...]:
+        """(T, B, n): the last layer's spikes."""
+        return self.spec.input_shape()
+
+    def check(self, run: RunOnce, reference: Any | None = None
+              ) -> tuple[Agreement, dict[str, FloatArray]]:
+        """Run a build on copies of the case data and compare its spikes and gradients with
+        the reference (:func:`~snnbench.workload.linear_lif.equivalence.compare_outputs`), at
+        the bars of the spec's dtype or AMP mode; the arrays are those of :meth:`dump_arrays`."""
+        data = self.make_data()
+        given = copies(data)
+        output, grads = run(given)
+        spikes = np.asarray(output, dtype=np.float32)
+        grad_w, grad_b = self.gradients_in_order(grads)
+        if reference is None:
+            reference = self.reference(data)
+        equivalence = replace(compare_outputs(spikes, grad_w, grad_b, reference),
+                              changed=changed(data, given), tolerance=tolerance_key(self.spec))
+        return equivalence, self.dump_arrays(data, spikes, grad_w, grad_b)
+
+    def reference_key(self) -> str:
+        """The spec as JSON (what a kept reference has always been filed under)."""
+        return self.spec.to_json()
+
+    def case_metrics(self, result: Any = None) -> dict[str, list[float]]:
         """Firing rate and synaptic operations per step, from the reference at this size
         (``result``: that reference, when the caller computed it already)."""
         data = self.make_data()
@@ -240,7 +284,7 @@ class LinearLif(Workload):
         }
 
     # -- the reference and a check's arrays, as files keep them ------------------------------
-    def reference_arrays(self, result: ReferenceResult) -> dict[str, FloatArray]:
+    def reference_arrays(self, result: Any) -> dict[str, FloatArray]:
         """The reference as named arrays, layer by layer (``spikes_0``, ``grad_w_0``,
         ``grad_b_0``...): what a kept reference file holds beside its spec."""
         arrays: dict[str, FloatArray] = {}
