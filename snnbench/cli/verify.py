@@ -137,11 +137,13 @@ def verify(
                                  highlight=False, soft_wrap=True)
         raise typer.Exit(128 + signum if signum else 130) from None
     from snnbench.render.terminal import Look, print_document
-    from snnbench.report.views import VERIFY_HEADERS, verify_document, verify_rows
+    from snnbench.report.views import verify_document, verify_headers, verify_rows
     from snnbench.sweep.verify_cmd import exit_code
 
-    status_col = VERIFY_HEADERS.index("status")
-    doc, checked = verify_document(verify_rows(rows), precision)
+    # the columns of the cases' kind (one kind per verification: its config's)
+    headers = verify_headers(type(rows[0].workload) if rows else None)
+    status_col = headers.index("status")
+    doc, checked = verify_document(verify_rows(rows), precision, headers)
     print_document(output.console, doc, Look(compact=True, no_wrap=True,
                                              collapse_padding=True, tight=True))
     if not checked:

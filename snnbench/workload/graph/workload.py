@@ -123,6 +123,12 @@ class NirGraph(Workload):
         ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
         ("dt", "dt={}"), ("reset", "reset={}"), ("discretisation", "{}"),
     )
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("network", "network"), ("reset", "reset"), ("detach_reset", "detach"),
+        ("neurons", "n"), ("time_steps", "T"), ("batch_size", "B"), ("dt", "dt"),
+        ("discretisation", "step"), ("dtype", "dtype"), ("surrogate", "surrogate"),
+        ("surrogate_slope", "slope"), ("input_kind", "input"),
+    )
 
     config_key: ClassVar[str] = "graph"
     config_paths: ClassVar[tuple[str, ...]] = ("graph",)
