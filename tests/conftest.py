@@ -11,10 +11,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from snnbench.adapter import Adapter, AdapterUnavailable, Model
+from snnbench.adapter import Adapter, AdapterBase, AdapterUnavailable, Model
 from snnbench.workload.linear_lif.spec import NetworkSpec
 
 FAKE_PLUGIN_DIR = Path(__file__).parent / "fake_plugin"
@@ -128,7 +129,11 @@ def library_installed(distribution: str) -> bool:
     return True
 
 
-def available_or_skip(adapter: Adapter) -> Adapter:
+#: an adapter of either plugin API version
+AnyAdapterT = TypeVar("AnyAdapterT", bound=AdapterBase)
+
+
+def available_or_skip(adapter: AnyAdapterT) -> AnyAdapterT:
     """The adapter; a skip only when its library is not installed at all.
 
     An installed library that fails to import is a broken install step, so it fails here.

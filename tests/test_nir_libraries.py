@@ -74,9 +74,31 @@ def _haiku() -> Any:
     return build
 
 
+def _brainstate() -> Any:
+    pytest.importorskip("brainstate")
+    from snnbench.adapters.brainstate_graph import BrainstateGraphModel
+
+    def build(workload: NirGraph, data: Any) -> Any:
+        return BrainstateGraphModel(workload, data, "cpu")
+
+    build.whole_model = True  # type: ignore[attr-defined]
+    return build
+
+
+def _spyx() -> Any:
+    pytest.importorskip("spyx")
+    from snnbench.adapters.spyx_graph import SpyxGraphModel
+
+    def build(workload: NirGraph, data: Any) -> Any:
+        return SpyxGraphModel(workload, data, "cpu")
+
+    build.whole_model = True  # type: ignore[attr-defined]
+    return build
+
+
 BUILDERS = {"torch": lambda: torch_neuron_op, "snntorch": _snntorch,
             "spikingjelly": _spikingjelly, "norse": _norse, "sinabs": _sinabs,
-            "haiku": _haiku}
+            "haiku": _haiku, "brainstate": _brainstate, "spyx": _spyx}
 #: zero reset, not detached: the one setting every library builds for every node kind; the
 #: sigmoid of slope 4, the one surrogate Norse's menu shares exactly with the others
 EVERYONE = {"reset": "zero", "detach_reset": False, "discretisation": "exponential",
@@ -157,7 +179,7 @@ def test_norse_refuses_what_it_cannot_build(graphs: dict[str, Path]) -> None:
             TorchGraphModel(workload, workload.make_data(), "cpu", builder)
 
 
-@pytest.mark.parametrize("library", ["spikingjelly", "sinabs"])
+@pytest.mark.parametrize("library", ["spikingjelly", "sinabs", "brainstate", "spyx"])
 @pytest.mark.parametrize("name", [*sorted(EXAMPLES), "if-dag"])
 def test_subtract_detached_euler_too(graphs: dict[str, Path], library: str, name: str) -> None:
     workload = NirGraph.from_file(graphs[name], dt=1e-3, time_steps=40, batch_size=3)

@@ -337,6 +337,40 @@ def decay_time_constant(beta: float, device: str, dt: float = 1.0) -> float:
     return float(cand[hits[0]])
 
 
+def make_reset_fn(reset: str, detach_reset: bool) -> Any:
+    """The sinabs ``reset_fn`` for a reset mode and detach rule (sinabs and its graph build).
+
+    sinabs' own classes where their gradient matches the rule, else a subclass with the same
+    forward arithmetic and the other gradient.
+    """
+    from sinabs.activation import MembraneReset, MembraneSubtract
+
+    if reset == "subtract":
+        if not detach_reset:
+            return MembraneSubtract()
+
+        class DetachedMembraneSubtract(MembraneSubtract):  # type: ignore[misc]
+            """``v - threshold * s`` with ``s`` detached (no gradient through the reset)."""
+
+            def __call__(self, spikes: Any, state: Any, threshold: Any) -> Any:
+                return super().__call__(spikes.detach(), state, threshold)
+
+        return DetachedMembraneSubtract()
+    if detach_reset:
+        # v * (s == 0) + 0: the comparison carries no gradient, i.e. the reset is detached
+        return MembraneReset(reset_value=0.0)
+
+    class AttachedMembraneReset(MembraneReset):  # type: ignore[misc]
+        """``v * (1 - s)``: like MembraneReset(0) but the gradient flows through ``s``."""
+
+        def __call__(self, spikes: Any, state: Any, spike_threshold: Any) -> Any:
+            new_state = state.copy()
+            new_state["v_mem"] = new_state["v_mem"] * (1.0 - spikes)
+            return new_state
+
+    return AttachedMembraneReset(reset_value=0.0)
+
+
 class VoltageSurrogate:
     """The spec's surrogate derivative as a function of ``(v_mem, threshold)``.
 

@@ -22,7 +22,6 @@ from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
     Affine,
-    AvgPool2d,
     Conv2d,
     CubaLIF,
     Flatten,
@@ -35,14 +34,8 @@ from snnbench.workload.graph.nodes import (
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
+from ._graph_common import affine_term, reshape_op, step_constants
 from ._jax_common import JaxModel, jax_device, surrogate_derivative
-
-
-def _scalar_or_array(value: np.ndarray) -> Any:
-    flat = np.asarray(value, dtype=np.float64).reshape(-1)
-    if flat.size and np.all(flat == flat[0]):
-        return float(np.float32(flat[0]))
-    return np.asarray(value, dtype=np.float32)
 
 
 def _spike_fn(dyn: Dynamics) -> Callable[[Any], Any]:
@@ -69,9 +62,7 @@ def _neuron(node: Node, dyn: Dynamics) -> Callable[[Any], Any]:
     import jax.numpy as jnp
     from jax import lax
 
-    from .torch_graph import step_coefficients  # float64 NumPy only: no torch op runs
-
-    c = {k: _scalar_or_array(v) for k, v in step_coefficients(node, dyn).items()}
+    c = step_constants(node, dyn)
     a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
     spike = _spike_fn(dyn)
     spiking = not isinstance(node, LI)
@@ -91,26 +82,18 @@ def _neuron(node: Node, dyn: Dynamics) -> Callable[[Any], Any]:
     def cuba_step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
         v, cur = state
         cur = alpha * cur + d_t
-        v, s = fire(a * v + _term(cur, g, leak))
+        v, s = fire(a * v + affine_term(cur, g, leak))
         return (v, cur), s
 
     def run(x: Any) -> Any:
         zero = jnp.zeros(x.shape[1:], x.dtype)
         if cuba:
-            _, out = lax.scan(cuba_step, (zero, zero), _term(x, gamma, 0.0))
+            _, out = lax.scan(cuba_step, (zero, zero), affine_term(x, gamma, 0.0))
         else:
-            _, out = lax.scan(step, zero, _term(x, g, leak))
+            _, out = lax.scan(step, zero, affine_term(x, g, leak))
         return out
 
     return run
-
-
-def _term(x: Any, gain: Any, offset: Any) -> Any:
-    """gain·x + offset, with no op for a gain of 1 or an offset of 0 (a hand-written loop has
-    none)."""
-    if not (isinstance(gain, float) and gain == 1.0):
-        x = gain * x
-    return x if isinstance(offset, float) and offset == 0.0 else x + offset
 
 
 def _stateless(name: str, node: Node) -> Callable[[Any], Any]:
@@ -125,9 +108,6 @@ def _stateless(name: str, node: Node) -> Callable[[Any], Any]:
     if isinstance(node, Scale):
         shape = node.in_shape
         return lambda x: x * hk.get_parameter(f"{name}_scale", shape, init=jnp.ones)
-    if isinstance(node, Flatten):
-        out_shape = node.out_shape
-        return lambda x: x.reshape(*x.shape[:2], *out_shape)
     if isinstance(node, Conv2d):
         c_out, kh, kw = int(node.weight.shape[0]), int(node.weight.shape[2]), \
             int(node.weight.shape[3])
@@ -140,15 +120,8 @@ def _stateless(name: str, node: Node) -> Callable[[Any], Any]:
             y = module(x.reshape(-1, *in_shape))
             return y.reshape(*x.shape[:2], *y.shape[1:])
         return conv
-    if isinstance(node, SumPool2d):
-        c, h, w = node.in_shape
-        kh, kw = node.kernel
-        divide = isinstance(node, AvgPool2d)
-
-        def pool(x: Any) -> Any:
-            y = x.reshape(*x.shape[:2], c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
-            return y / (kh * kw) if divide else y
-        return pool
+    if isinstance(node, Flatten | SumPool2d):
+        return reshape_op(node)
     raise AssertionError(f"no haiku module for {node.kind}")
 
 

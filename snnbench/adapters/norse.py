@@ -34,9 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import DTYPES, MATMUL_PRECISIONS, CaseData, NetworkSpec
 
+from ._declared import NORSE_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 from .torch_variants import COMPILE_CHUNK_STEPS, CompiledChunks
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
@@ -217,3 +222,24 @@ def _scaled_model(network: Any, linears: Any, x: Any, device: str, scale: float)
             return [g * factor for g in grad_w], [g * factor for g in grad_b]
 
     return ScaledGradModel(network, linears, x, device)
+
+
+class Norse(WorkloadsAdapter):
+    """The registered ``norse`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`NorseAdapter`, ``nir-graph`` through :mod:`.norse_graph` (Norse's own cells).
+
+    Its capabilities declare gradients approximate, as for Linear+LIF (one flag for both
+    kinds); the graph build refuses every surrogate slope Norse does not compute exactly, so
+    its graph gradients are exact BPTT."""
+
+    linear_lif = NorseAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return NORSE_GRAPH_KNOBS
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .norse_graph import norse_neuron_op
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, norse_neuron_op)

@@ -28,7 +28,8 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from .torch_graph import Op, coefficient, input_term, step_coefficients
+from ._graph_common import step_coefficients
+from .torch_graph import Op, coefficient, input_term
 
 #: the (surrogate, slope) pairs Norse computes exactly → its (method, alpha)
 EXACT_SURROGATES: dict[tuple[str, float], tuple[str, float]] = {

@@ -39,10 +39,10 @@ what LIFExodus costs. Reset: subtract, through the spike (exodus' backward), flo
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -52,19 +52,21 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
+
+from ._declared import ROCKPOOL_GRAPH_KNOBS, hide_samna
+from ._workloads import WorkloadsAdapter
 
 #: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
 EXODUS_SYN_DECAY_EXPONENT = 64
 
 
 def _hide_samna() -> None:
-    """Make ``import samna`` fail fast instead of running its self-installing stub.
-
-    Only called inside worker methods, right before importing rockpool; an already imported
-    samna is left alone.
-    """
-    sys.modules.setdefault("samna", None)  # type: ignore[arg-type]
+    """Make ``import samna`` fail fast instead of running its self-installing stub
+    (:func:`._declared.hide_samna`)."""
+    hide_samna()
 
 
 def _import_rockpool_version() -> str:
@@ -76,32 +78,9 @@ def _import_rockpool_version() -> str:
 
 def make_spike_function(spec: NetworkSpec) -> Any:
     """A rockpool ``spike_generation_fn``: ``[v >= threshold]`` with the spec's surrogate."""
-    import torch
+    from .rockpool_graph import spike_function
 
-    from ._torch_common import surrogate_derivative
-
-    name, slope = spec.surrogate, float(spec.surrogate_slope)
-
-    class SpecSurrogateSpike(torch.autograd.Function):
-        """Single spike at ``v >= threshold``; backward: the spec's surrogate at v - threshold."""
-
-        @staticmethod
-        def forward(
-            ctx: Any,
-            v: torch.Tensor,
-            threshold: torch.Tensor,
-            window: Any = None,
-            max_spikes_per_dt: Any = None,
-        ) -> torch.Tensor:
-            ctx.save_for_backward(v, threshold)
-            return (v >= threshold).to(v.dtype)
-
-        @staticmethod
-        def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-            v, threshold = ctx.saved_tensors
-            return grad * surrogate_derivative(v - threshold, name, slope), None, None, None
-
-    return SpecSurrogateSpike
+    return spike_function(spec.surrogate, spec.surrogate_slope)
 
 
 def _frozen_layers(spec: NetworkSpec, device: str, make_layer: Callable[[], Any]) -> list[Any]:
@@ -167,6 +146,25 @@ class RockpoolAdapter(Adapter):
         linears = make_linears(spec, data, device)
         lifs = _frozen_layers(spec, device, make_layer)
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_state())
+
+
+class Rockpool(WorkloadsAdapter):
+    """The registered ``rockpool`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`RockpoolAdapter`, ``nir-graph`` through :mod:`.rockpool_graph` (``LIFNeuronTorch``
+    for LIF and IF nodes; reset subtract through the spike)."""
+
+    linear_lif = RockpoolAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return ROCKPOOL_GRAPH_KNOBS
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        _hide_samna()
+        from .rockpool_graph import rockpool_neuron_op
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, rockpool_neuron_op)
 
 
 class RockpoolExodusAdapter(Adapter):

@@ -29,42 +29,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, Model
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
-
-def make_reset_fn(reset: str, detach_reset: bool) -> Any:
-    """The sinabs ``reset_fn`` for a reset mode and detach rule.
-
-    sinabs' own classes where their gradient matches the rule, else a subclass with the same
-    forward arithmetic and the other gradient.
-    """
-    from sinabs.activation import MembraneReset, MembraneSubtract
-
-    if reset == "subtract":
-        if not detach_reset:
-            return MembraneSubtract()
-
-        class DetachedMembraneSubtract(MembraneSubtract):  # type: ignore[misc]
-            """``v - threshold * s`` with ``s`` detached (no gradient through the reset)."""
-
-            def __call__(self, spikes: Any, state: Any, threshold: Any) -> Any:
-                return super().__call__(spikes.detach(), state, threshold)
-
-        return DetachedMembraneSubtract()
-    if detach_reset:
-        # v * (s == 0) + 0: the comparison carries no gradient, i.e. the reset is detached
-        return MembraneReset(reset_value=0.0)
-
-    class AttachedMembraneReset(MembraneReset):  # type: ignore[misc]
-        """``v * (1 - s)``: like MembraneReset(0) but the gradient flows through ``s``."""
-
-        def __call__(self, spikes: Any, state: Any, spike_threshold: Any) -> Any:
-            new_state = state.copy()
-            new_state["v_mem"] = new_state["v_mem"] * (1.0 - spikes)
-            return new_state
-
-    return AttachedMembraneReset(reset_value=0.0)
+from ._declared import SINABS_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 
 
 def make_sinabs_lif(layer_cls: Any, spec: NetworkSpec, device: str, reset_fn: Any) -> Any:
@@ -117,10 +89,27 @@ class SinabsAdapter(Adapter):
     def build(self, spec: NetworkSpec, data: CaseData, device: str, variant: str) -> Model:
         import sinabs.layers as sl
 
-        from ._torch_common import batch_major_model, make_linears
+        from ._torch_common import batch_major_model, make_linears, make_reset_fn
 
         linears = make_linears(spec, data, device)
         reset_fn = make_reset_fn(spec.reset, spec.detach_reset)
         lifs = [make_sinabs_lif(sl.LIF, spec, device, reset_fn) for _ in range(spec.layers)]
         # reset_states(): sinabs keeps v_mem between calls; each forward is a fresh sequence
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_states())
+
+
+class Sinabs(WorkloadsAdapter):
+    """The registered ``sinabs`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`SinabsAdapter`, ``nir-graph`` through :mod:`.sinabs_graph` (sinabs' own layers)."""
+
+    linear_lif = SinabsAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return SINABS_GRAPH_KNOBS
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .sinabs_graph import sinabs_neuron_op
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, sinabs_neuron_op)

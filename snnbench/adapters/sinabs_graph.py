@@ -5,7 +5,7 @@ layer, batch-major (the time-major values are transposed in and out), its state 
 every sequence, configured as the Linear+LIF adapter configures it (:mod:`.sinabs`):
 ``SingleSpike`` (one spike per step, ``v − θ ≥ 0``; sinabs' default emits several),
 ``norm_input=False``, the decay set exactly (``train_alphas`` and the alpha written, then
-frozen), the workload's reset and detach rule (:func:`.sinabs.make_reset_fn`) and surrogate
+frozen), the workload's reset and detach rule (:func:`._torch_common.make_reset_fn`) and surrogate
 (``VoltageSurrogate``). Per ``docs/nir.md``:
 
 * LIF: ``LIF(alpha_mem = a)`` fed g·x + l; IF: ``IAF`` fed dt·r·x;
@@ -28,9 +28,9 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from ._torch_common import VoltageSurrogate
-from .sinabs import make_reset_fn
-from .torch_graph import Op, coefficient, const, input_term, step_coefficients
+from ._graph_common import step_coefficients
+from ._torch_common import VoltageSurrogate, make_reset_fn
+from .torch_graph import Op, coefficient, const, input_term
 
 
 def _frozen(layer: Any, values: dict[str, np.ndarray], device: str) -> Any:

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
+from snnbench.workload import GraphKnobs, NirGraph, Workload
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -35,12 +38,11 @@ from snnbench.workload.linear_lif.spec import (
     NetworkSpec,
 )
 
-#: why reset "subtract" is refused (shown in the skipped row)
-SUBTRACT_REASON = (
-    "reset mode 'subtract' not supported: snnTorch 1.0's Leaky subtracts θ one step late without "
-    "decay (reset_delay=True) or subtracts it again at the next step if v_pre >= 2θ "
-    "(reset_delay=False); both change spikes (supports: zero)"
-)
+from ._declared import SNNTORCH_GRAPH_KNOBS, SNNTORCH_SUBTRACT_REASON
+from ._workloads import WorkloadsAdapter
+
+#: why reset "subtract" is refused (shown in the skipped row), in both workload kinds
+SUBTRACT_REASON = SNNTORCH_SUBTRACT_REASON
 
 
 class SnnTorchAdapter(Adapter):
@@ -127,3 +129,28 @@ def _release(lifs: Any) -> None:
     for lif in lifs:
         lif.mem = torch.zeros(0)
         lif.reset = None
+
+
+class SnnTorch(WorkloadsAdapter):
+    """The registered ``snntorch`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`SnnTorchAdapter`, ``nir-graph`` through :mod:`.snntorch_graph` (snnTorch's own
+    neurons, reset "zero")."""
+
+    linear_lif = SnnTorchAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return SNNTORCH_GRAPH_KNOBS
+
+    def reason_skipped(self, workload: Workload, device: str,
+                       variant: str) -> str | None:
+        # the reset mode first and with the library's reason, as for Linear+LIF
+        if isinstance(workload, NirGraph) and workload.reset == "subtract":
+            return SUBTRACT_REASON
+        return super().reason_skipped(workload, device, variant)
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .snntorch_graph import release, snntorch_neuron_op
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, snntorch_neuron_op, on_close=release)

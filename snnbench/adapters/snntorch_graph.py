@@ -10,10 +10,11 @@ the workload's spike function and, per neuron, the coefficients of ``docs/nir.md
   (``Synaptic`` has no leak term to add after the current) and the reset is not detached
   (``Synaptic``'s delayed, detached reset also zeroes its current: another neuron).
 
-Reset "subtract" is refused as for Linear+LIF (:data:`.snntorch.SUBTRACT_REASON`: snnTorch's
-subtract reset is one step late or applied twice); "zero" is exact in both detach modes through
-``reset_delay``. What snnTorch's own importer does differently (dt = 1e-4 hard-coded, r folded
-into the threshold, Flatten over the batch axis) does not arise: nothing is imported from NIR.
+Reset "subtract" is refused as for Linear+LIF (:data:`._declared.SNNTORCH_SUBTRACT_REASON`:
+snnTorch's subtract reset is one step late or applied twice); "zero" is exact in both detach
+modes through ``reset_delay``. What snnTorch's own importer does differently (dt = 1e-4
+hard-coded, r folded into the threshold, Flatten over the batch axis) does not arise: nothing is
+imported from NIR.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from .snntorch import SUBTRACT_REASON
-from .torch_graph import Op, coefficient, const, input_term, spike_fn, step_coefficients
+from ._declared import SNNTORCH_SUBTRACT_REASON as SUBTRACT_REASON
+from ._graph_common import step_coefficients
+from .torch_graph import Op, coefficient, const, input_term, spike_fn
 
 
 def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:

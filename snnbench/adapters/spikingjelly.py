@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -44,8 +45,12 @@ from snnbench.adapter import (
     Model,
     distribution_version,
 )
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
+from ._declared import SPIKINGJELLY_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 from .torch_ref import REFERENCE_CAPABILITIES
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
@@ -223,3 +228,30 @@ class SpikingJellyAdapter(Adapter):
                     node.reset()
 
         return SpikingJellyModel(network, linears, input_tensor(spec, data, device), device, nodes)
+
+
+class SpikingJelly(WorkloadsAdapter):
+    """The registered ``spikingjelly`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`SpikingJellyAdapter`, every variant; ``nir-graph`` through
+    :mod:`.spikingjelly_graph` (SpikingJelly's own nodes, multi-step) in the ``torch`` variant
+    on the CPU only: the graph build gives every node a Python surrogate, which SpikingJelly
+    runs only in its Torch reference loop (the CUDA backends never see a graph)."""
+
+    linear_lif = SpikingJellyAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return SPIKINGJELLY_GRAPH_KNOBS if variant == "torch" else None
+
+    def graph_reason_skipped(self, workload: NirGraph, device: str,
+                             variant: str) -> str | None:
+        if device != "cpu":
+            return (f"graph on {device} not built: the graph build gives SpikingJelly a Python "
+                    f"surrogate, which it refuses on CUDA when {ENV_VAR} selects a backend")
+        return None
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .spikingjelly_graph import spikingjelly_neuron_op
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, spikingjelly_neuron_op)

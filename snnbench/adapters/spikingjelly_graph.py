@@ -26,7 +26,8 @@ from snnbench.adapter import CaseSkipped
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
-from .torch_graph import Op, coefficient, input_term, spike_fn, step_coefficients
+from ._graph_common import step_coefficients
+from .torch_graph import Op, coefficient, input_term, spike_fn
 
 
 def _uniform(value: np.ndarray, what: str, node: Node) -> float:

@@ -7,9 +7,10 @@ dt, reset, discretisation and surrogate. The neuron coefficients (a, g, l of
 v ← a·v + g·x + l; α, γ of a CubaLIF's synapse) are computed once in float64, as the reference
 computes them, and rounded to float32.
 
-It is the builder the ``torch`` adapter is to use for graph cases once the harness carries
-them (``docs/nir.md``, "What is built"); until then it is exercised by its tests against the
-float64 reference. torch is imported at module level: import this module lazily, in a worker.
+It is the ``torch`` adapter's graph build (:class:`~snnbench.adapters.torch_ref.Torch`), and
+the synaptic half of every other PyTorch library's (their neurons replace
+:func:`torch_neuron_op`). torch is imported at module level: import this module lazily, in a
+worker.
 """
 
 from __future__ import annotations
@@ -22,12 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from snnbench.plugin import Model
-from snnbench.workload.graph import GraphData, GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
-    IF,
     LI,
-    LIF,
-    NODE_TYPES,
     Affine,
     AvgPool2d,
     Conv2d,
@@ -41,16 +39,12 @@ from snnbench.workload.graph.nodes import (
 )
 from snnbench.workload.graph.reference import (
     Dynamics,
-    membrane_coefficients,
-    synapse_coefficients,
 )
 
+# stated where the adapter reads them without importing torch
+from ._declared import TORCH_GRAPH_KNOBS as TORCH_GRAPH_KNOBS
+from ._graph_common import step_coefficients
 from ._torch_common import OnTorchDevice, surrogate_derivative, to_numpy
-
-#: what the plain PyTorch builder honours of a graph case: every node kind snnbench reads,
-#: every surrogate, both resets and both discretisations (float32 only)
-TORCH_GRAPH_KNOBS = GraphKnobs(node_kinds=tuple(NODE_TYPES),
-                               surrogates=("fast_sigmoid", "atan", "sigmoid"))
 
 Tensor = torch.Tensor
 Op = Callable[[Tensor], Tensor]
@@ -82,26 +76,6 @@ def spike_fn(dyn: Dynamics) -> Op:
         return _Spike.apply(u, name, slope)  # type: ignore[no-any-return,no-untyped-call]
 
     return spike
-
-
-def step_coefficients(node: Node, dyn: Dynamics) -> dict[str, np.ndarray]:
-    """The float64 coefficients of a stateful node's step (docs/nir.md): ``a``, ``g``, ``l``
-    of v ← a·v + g·x + l, ``theta`` (zeros for LI), ``alpha``, ``gamma`` of a CubaLIF's
-    synapse I ← α·I + γ·x (zeros otherwise)."""
-    shape = node.in_shape
-    zero = np.zeros(shape)
-    alpha = gamma = theta = zero
-    if isinstance(node, LIF | LI):
-        a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
-    elif isinstance(node, IF):
-        a, g, leak = np.ones(shape), dyn.dt * node.r, zero
-    else:
-        assert isinstance(node, CubaLIF)
-        a, g, leak = membrane_coefficients(node.tau_mem, node.r, node.v_leak, dyn)
-        alpha, gamma = synapse_coefficients(node.tau_syn, node.w_in, dyn)
-    if not isinstance(node, LI):
-        theta = node.v_threshold
-    return {"a": a, "g": g, "l": leak, "theta": theta, "alpha": alpha, "gamma": gamma}
 
 
 def const(value: np.ndarray, device: str) -> Tensor:

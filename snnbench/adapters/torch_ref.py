@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, Model
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -18,6 +21,9 @@ from snnbench.workload.linear_lif.spec import (
     CaseData,
     NetworkSpec,
 )
+
+from ._declared import TORCH_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
@@ -92,3 +98,19 @@ class TorchAdapter(Adapter):
 
         network, linears = build_reference_network(spec, data, device)
         return TorchModel(network, linears, input_tensor(spec, data, device), device)
+
+
+class Torch(WorkloadsAdapter):
+    """The registered ``torch`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`TorchAdapter`, ``nir-graph`` through :mod:`.torch_graph`, every node kind."""
+
+    linear_lif = TorchAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return TORCH_GRAPH_KNOBS
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device)

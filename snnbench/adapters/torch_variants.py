@@ -38,9 +38,14 @@ PyTorch's own tools, so their gain over ``torch`` is measured on the identical c
 
 from __future__ import annotations
 
+from snnbench import plugin
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
+from snnbench.workload import GraphKnobs, NirGraph
+from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import DTYPES, SURROGATES, CaseData, NetworkSpec
 
+from ._declared import TORCH_GRAPH_KNOBS
+from ._workloads import WorkloadsAdapter
 from .torch_ref import REFERENCE_CAPABILITIES, build_reference_network
 
 #: worker environment for compiled adapters: no on-disk Inductor / AOT-autograd cache, so the
@@ -97,6 +102,40 @@ class TorchCompileAdapter(CompiledChunks):
             spec, data, device, lambda step: compiled_time_loop(step, chunk)
         )
         return TorchModel(network, linears, input_tensor(spec, data, device), device)
+
+
+class TorchCompile(WorkloadsAdapter):
+    """The registered ``torch-compile`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`TorchCompileAdapter`, ``nir-graph`` through :mod:`.torch_compile_graph` (the plain
+    PyTorch graph build, each neuron node's loop compiled in chunks of the same length), every
+    node kind, on the CPU: the CPU build is verified spike for spike on every example; a CUDA
+    one (Triton) is not, so it is not declared."""
+
+    linear_lif = TorchCompileAdapter
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return TORCH_GRAPH_KNOBS
+
+    def graph_reason_skipped(self, workload: NirGraph, device: str,
+                             variant: str) -> str | None:
+        if device != "cpu":
+            return (f"graph on {device} not built: torch.compile's graph build is verified "
+                    "on the CPU only")
+        return None
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        import torch
+
+        from .torch_compile_graph import allow_recompiles, compiled_neuron_builder
+        from .torch_graph import TorchGraphModel
+
+        # a fresh dynamo cache, as for Linear+LIF: every build compiles (in its first call)
+        torch._dynamo.reset()
+        allow_recompiles(workload)
+        assert isinstance(self.spec_adapter, CompiledChunks)
+        chunk = self.spec_adapter.chunk_steps
+        return TorchGraphModel(workload, data, device, compiled_neuron_builder(chunk))
 
 
 class TorchCudaGraphAdapter(Adapter):

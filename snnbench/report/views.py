@@ -37,8 +37,9 @@ VERIFY_HEADERS: tuple[str, ...] = verify_headers()
 
 
 def adapters_table(results: list[dict[str, Any]], version: str) -> Table:
-    """``snnbench list``: adapter, variants, library, version and status, one row a probe."""
-    table = Table(["adapter", "variants", "library", "version", "status"], [],
+    """``snnbench list``: adapter, variants, the workload kinds it builds (in any variant),
+    library, version and status, one row a probe."""
+    table = Table(["adapter", "variants", "workloads", "library", "version", "status"], [],
                   title=f"snnbench {version}: adapters")
     for r in results:
         status = ("available" if r.get("available")
@@ -47,7 +48,9 @@ def adapters_table(results: list[dict[str, Any]], version: str) -> Table:
         if r.get("available") and not_here:
             status += "; not here: " + "; ".join(f"{v}: {why}" for v, why in not_here.items())
         variants = ", ".join(str(v) for v in r.get("variants") or [])
-        table.add_row([str(r["name"]), variants, str(r.get("library") or ""),
+        kinds = dict.fromkeys(kind for caps in (r.get("capabilities") or {}).values()
+                              for kind in (caps.get("workloads") or {}))
+        table.add_row([str(r["name"]), variants, ", ".join(kinds), str(r.get("library") or ""),
                        str(r.get("version") or ""), status],
                       style="" if r.get("available") else "red")
     return table
