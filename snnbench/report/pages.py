@@ -277,7 +277,7 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
     out: list[_Group] = []
     if ok.empty:
         return out
-    grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True))
+    grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True, dropna=False))
     for _, rows in grouped:
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in GROUP_COLUMNS}
         title = group_title(d)
@@ -306,7 +306,7 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
     if not depth:
         return out
     keys = [c for c in GROUP_COLUMNS if c != depth]
-    for _, rows in ok.groupby(keys, sort=True):
+    for _, rows in ok.groupby(keys, sort=True, dropna=False):
         if rows[depth].nunique() < 2:
             continue
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in keys}

@@ -158,6 +158,10 @@ class Workload(ABC):
     #: how a column beyond :attr:`key_columns` reads in a label when it varies between the
     #: cases read together (``surrogate={}``), in :attr:`columns` order
     network_formats: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: network columns said in a label only where two cases of equal :attr:`key_columns`
+    #: differ in them (a graph's content hash: two files of one name), not where the key
+    #: already tells the cases apart
+    tied_columns: ClassVar[tuple[str, ...]] = ()
     #: the parameters the wide table of a run (``show``) lists after the dtype, with their
     #: headers: ``(("neurons", "n"), ("batch_size", "B"), ...)``
     shown_columns: ClassVar[tuple[tuple[str, str], ...]] = ()

@@ -33,6 +33,9 @@ from snnbench.workload.base import (
     Workload,
     WorkloadError,
     first_unsupported,
+    json_flag,
+    json_float,
+    json_int,
     register,
 )
 from snnbench.workload.graph.compare import compare_graph
@@ -109,19 +112,43 @@ class NirGraph(Workload):
     kind: ClassVar[str] = KIND
     version: ClassVar[int] = 1
     size_param: ClassVar[str] = "neurons"
+    size_axis: ClassVar[str] = "neurons (n)"
+    size_symbol: ClassVar[str] = "n"
+    #: the file's name is the table column ``graph_name``: a run folder's tables derive a
+    #: column ``network`` of their own (the network fields that vary), which it must not shadow
     columns: ClassVar[tuple[str, ...]] = (
-        "network", "neurons", "batch_size", "time_steps", "dt", "reset", "discretisation",
-        "surrogate", "surrogate_slope", "detach_reset", "input_kind", "input_std",
-        "input_rate", "seed", "dtype", "graph", "graph_hash", "node_kinds",
+        "dtype", "graph_name", "neurons", "batch_size", "time_steps", "dt", "reset",
+        "discretisation", "surrogate", "surrogate_slope", "detach_reset", "input_kind",
+        "input_std", "input_rate", "seed", "graph", "graph_hash", "node_kinds",
+    )
+    key_columns: ClassVar[tuple[str, ...]] = columns[:8]
+    int_columns: ClassVar[tuple[str, ...]] = ("neurons", "batch_size", "time_steps")
+    float_columns: ClassVar[tuple[str, ...]] = ("dt", "surrogate_slope", "input_std",
+                                                "input_rate")
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("surrogate", "surrogate={}"), ("surrogate_slope", "slope={}"),
+        ("detach_reset", "detach_reset={}"), ("input_kind", "input={}"),
+        ("input_std", "input_std={}"), ("input_rate", "input_rate={}"), ("seed", "seed={}"),
+        ("graph_hash", "graph={:.8}"),
+    )
+    #: two graphs of one name and size are told apart by their content in words
+    tied_columns: ClassVar[tuple[str, ...]] = ("graph_hash",)
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("graph_name", "graph"), ("neurons", "n"), ("batch_size", "B"), ("time_steps", "T"),
+        ("dt", "dt"), ("reset", "reset"), ("discretisation", "step"),
+        ("surrogate", "surrogate"), ("surrogate_slope", "slope"),
+        ("detach_reset", "detach reset"), ("input_kind", "input"),
     )
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("device", "{}"), ("dtype", "{}"), ("network", "{}"), ("neurons", "n={}"),
-        ("batch_size", "B={}"), ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "{}"),
-        ("discretisation", "{}"),
+        ("device", "{}"), ("graph_name", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "{}"), ("discretisation", "{}"),
+        ("dtype", "{}"),
     )
+    #: a group is one graph: two graphs of one neuron count never share a plot's panel
     group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
-        ("dt", "dt={}"), ("reset", "reset={}"), ("discretisation", "{}"),
+        ("device", "{}"), ("dtype", "{}"), ("graph_name", "{}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "reset={}"),
+        ("discretisation", "{}"),
     )
     verify_columns: ClassVar[tuple[tuple[str, str], ...]] = (
         ("network", "network"), ("reset", "reset"), ("detach_reset", "detach"),
@@ -275,11 +302,29 @@ class NirGraph(Workload):
         text = json.dumps({"kind": KIND, "version": self.version, **body}, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
-    @property
-    def label(self) -> str:
-        """``shd-mlp n=532 B=16 T=100 dt=0.001 subtract euler float32``."""
-        return (f"{self.network} n={self.neurons} B={self.batch_size} T={self.time_steps} "
-                f"dt={self.dt:g} {self.reset} {self.discretisation} {self.dtype}")
+    @classmethod
+    def cells(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The table cells of ``params``: the file's name (``network``) under the column
+        ``graph_name``."""
+        return super().cells({**params, "graph_name": params["network"]})
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The graph of a summary row as ``show --format json`` writes it
+        (``snnbench/schemas/show.schema.json``): the fields a ``linear-lif`` row has under the
+        same names (``n``: the graph's neurons; ``layers`` and ``bias`` null: a graph states
+        them per node), then the graph's own (``kind``, ``graph_name``, ``graph_hash``,
+        ``dt``, ``discretisation``)."""
+        return {
+            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
+            "time_steps": json_int(row["time_steps"]), "layers": None,
+            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
+            "surrogate_slope": json_float(row["surrogate_slope"]),
+            "detach_reset": json_flag(row["detach_reset"]), "bias": None,
+            "input_kind": str(row["input_kind"]), "kind": KIND,
+            "graph_name": str(row["graph_name"]), "graph_hash": str(row["graph_hash"]),
+            "dt": json_float(row["dt"]), "discretisation": str(row["discretisation"]),
+        }
 
     def params(self) -> dict[str, Any]:
         """Every field, as plain data."""
