@@ -210,3 +210,21 @@ def test_a_graph_run_reads_back_through_the_cli(tmp_path: Path) -> None:
     hist = _invoke(["history", str(out), "--out", str(tmp_path / "h")])
     assert hist.exit_code == 0, (hist.stdout, hist.stderr)
     assert (tmp_path / "h" / "index.html").is_file()
+
+
+def test_a_mixed_folder_keeps_the_depth_plot_and_names_each_case(tmp_path: Path) -> None:
+    """A graph's row first, then Linear+LIF at two depths: the time-per-layer plot is still
+    drawn (the depth is the kind's that has one), and the fastest list names every case in
+    its own kind's words."""
+    from snnbench.report.ranking import case_labels
+
+    path = _folder(tmp_path / "m", [
+        ("nir-graph", _graph().params()),
+        *(("linear-lif", NetworkSpec(neurons=16, layers=depth, batch_size=2,
+                                     time_steps=10).to_dict()) for depth in (1, 2)),
+    ])
+    names = {p.name for p in report(path, tmp_path / "rep")}
+    assert "cpu-float32-B2-T10-subtract_layers.png" in names, names
+    labels = set(case_labels(load_run(path).summary).values())
+    assert len(labels) == 3 and any("shd-mlp" in label for label in labels), labels
+    assert any("L=2" in label for label in labels), labels

@@ -43,6 +43,7 @@ from snnbench.store.storage import (
     write_recorded,
     written_by_snnbench,
 )
+from snnbench.workload import row_workload_class
 
 #: the report's tables; the timing table, the table model and the metric formatters stay
 #: importable from here, where callers have always found them
@@ -301,8 +302,11 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
     out: list[_Group] = []
     if ok.empty:
         return out
-    workload = rows_workload(ok)
-    depth = workload.depth_param
+    # the depth of a kind that has one (linear-lif's layers), whichever kind's row is first
+    kinds = (ok[[schema.KIND]].drop_duplicates().to_dict("records")
+             if schema.KIND in ok.columns else [{}])
+    depth = next((cls.depth_param for cls in map(row_workload_class, kinds)
+                  if cls.depth_param), "")
     if not depth:
         return out
     keys = [c for c in GROUP_COLUMNS if c != depth]
@@ -312,7 +316,7 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in keys}
         depths = ",".join(str(int(v)) for v in sorted(rows[depth].unique()))
         title = group_title({**d, depth: depths})
-        slug = f"{workload.group_slug(d, without=(depth,))}{_network_slug(d)}_"
+        slug = f"{rows_workload(rows).group_slug(d, without=(depth,))}{_network_slug(d)}_"
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
 
