@@ -139,6 +139,11 @@ def test_every_reader_keeps_each_case_of_a_mixed_folder_apart(tmp_path: Path) ->
     keys = {(p.case["adapter"], p.case["case_id"]) for p in cmp.time_pairs()}
     assert len(keys) == 6 and {p.mark for p in cmp.time_pairs()} == {"same"}
     assert cmp.exit_code == 0
+    # compare --format json: each pair in its own kind's columns (linear-lif's as before)
+    as_json = {p.case["kind"]: p.as_dict() for p in cmp.time_pairs()}
+    assert not {"kind", "graph_name", "dt"} & set(as_json["linear-lif"])
+    assert as_json["nir-graph"]["graph_name"] == "shd-mlp"
+    assert "layers" not in as_json["nir-graph"]
     # report: each kind its own groups, the graph's plots over neurons
     names = {p.name for p in report(path, tmp_path / "rep")}
     assert "cpu-float32-B2-T10-L1-subtract_scaling.png" in names, names
