@@ -479,9 +479,11 @@ def with_read_columns(frame: pd.DataFrame, samples: bool = False) -> pd.DataFram
 class Run:
     """One run folder, loaded (:func:`snnbench.store.rundir.load_run`).
 
-    ``summary`` has every column of :data:`snnbench.SUMMARY_COLUMNS` (text columns with ""
-    for missing values, numeric columns as floats/ints with NaN). ``samples`` is None when the run
-    kept no raw samples.
+    ``summary`` has every column of
+    :data:`~snnbench.records.schema.READ_SUMMARY_COLUMNS` (every registered workload kind's,
+    ``kind`` included; text columns with "" for missing values, numeric columns as floats/ints
+    with NaN, a column of another kind than a row's blank on it). ``samples`` is None when the
+    run kept no raw samples.
     """
 
     path: Path
