@@ -147,7 +147,7 @@ def test_a_compared_pair_names_its_network() -> None:
     case = {"adapter": "torch", "variant": "default", "device": "cpu", "dtype": "float32",
             "neurons": 64, "batch_size": 4, "time_steps": 20, "layers": 1,
             "reset": "subtract", "environment": "", "network": "amp-bf16", "case_id": "x"}
-    pair = Pair(key=tuple(case[k] for k in CASE_KEY), phase="step", metric="time_s",
+    pair = Pair(key=tuple(case.get(k, "") for k in CASE_KEY), phase="step", metric="time_s",
                 mark="unchanged")
     assert pair.case_text == "cpu float32 n=64 B=4 T=20 L=1 subtract · amp-bf16"
 

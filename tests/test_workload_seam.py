@@ -176,7 +176,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     # verify runs (its --reset/--detach-reset/--neurons choose cases; --dump names a file by
     # its reset): the CLI's network flags, one step down
     **{("verify_request", f): "verify's network flags, validated"
-       for f in ("layers", "detach_reset", "surrogate", "surrogate_slope", "bias",
+       for f in ("layers", "reset", "detach_reset", "surrogate", "surrogate_slope", "bias",
                  "input_kind")},
     **{("verify_cmd", f): "verify's --neurons/--reset/--detach-reset applied"
        for f in ("neurons", "reset", "detach_reset")},

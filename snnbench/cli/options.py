@@ -55,3 +55,12 @@ def choice(flag: str, given: str, values: list[str], allowed: tuple[str, ...]) -
     """Refuse a flag whose (comma-split) ``values`` are not all in ``allowed``."""
     if not values or any(v not in allowed for v in values):
         fail(f"{flag} must be {', '.join(allowed)}, got {given!r}")
+
+
+def refuse_network_flags(given: dict[str, object]) -> None:
+    """With ``--network`` (a NIR graph), refuse a Linear+LIF network flag that was given
+    (``{"--neurons": value or None, ...}``): a graph is its own network."""
+    for flag, value in given.items():
+        if value is not None:
+            fail(f"{flag} sets the Linear+LIF network; a graph (--network) is its own network "
+                 "(its size is its file's)")

@@ -14,7 +14,14 @@ from rich.progress import TaskID
 from rich.text import Text
 
 from snnbench.cli import output
-from snnbench.cli.options import EXEC_PANEL, OUTPUT_PANEL, ints, names
+from snnbench.cli.options import (
+    EXEC_PANEL,
+    OUTPUT_PANEL,
+    finite,
+    ints,
+    names,
+    refuse_network_flags,
+)
 from snnbench.cli.output import fail
 from snnbench.sweep.config import BUILTIN_CONFIGS, RunConfig, build_config
 
@@ -28,6 +35,13 @@ def run(
         help="Comma list of adapters (name, name:variant, name@VERSION for that library "
         "version in its own environment, name@ENV for a config's \\[environments.ENV]), or "
         "'all'.")] = None,
+    network: Annotated[str | None, typer.Option(
+        "--network", help="A NIR graph to run instead of the Linear+LIF network: a .nir file, "
+        "or example:NAME for a shipped example (export-nir --help names them). The config's "
+        "choices a graph shares (T, B, dtype, reset...) apply; --neurons, --layers and "
+        "--precision do not (docs/nir.md).")] = None,
+    dt: Annotated[float | None, typer.Option(
+        help="A graph's time step in seconds (a NIR graph states none), e.g. 1e-3.")] = None,
     neurons: Annotated[str | None, typer.Option(help="Comma list of n (Linear n→n).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Batch size B.")] = None,
     steps: Annotated[int | None, typer.Option(help="Time steps T.")] = None,
@@ -191,6 +205,13 @@ def run(
         run_overrides["instructions"] = instructions
     if wheelhouse is not None:
         run_overrides["wheelhouse"] = wheelhouse
+    if network is not None:
+        refuse_network_flags({"--neurons": neurons, "--layers": layers,
+                              "--precision": precision})
+        network_overrides["graph"] = [network]
+    if dt is not None:
+        finite(dt, "--dt", low=0)
+        network_overrides["dt"] = [dt]
     if neurons is not None:
         network_overrides["neurons"] = list(ints(neurons, "--neurons"))
     for key, ivalue in (("batch_size", batch_size), ("time_steps", steps), ("layers", layers)):

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from snnbench.cli import output
-from snnbench.cli.options import choice, ints, names
+from snnbench.cli.options import choice, finite, ints, names, refuse_network_flags
 from snnbench.cli.output import fail
 from snnbench.sweep.config import RunConfig, build_config, check_variables
 from snnbench.sweep.verify_request import DETACH_CHOICES, DEVICES as VERIFY_DEVICES, VerifyRequest
@@ -31,6 +31,12 @@ def verify(
         "by name) runs, as 'run' checks each before timing: its adapters, environments and "
         "cases, T cut to its verify_time_steps; the options given with it override its "
         "values.")] = None,
+    network: Annotated[str | None, typer.Option(
+        "--network", help="A NIR graph to check instead of the Linear+LIF network: a .nir "
+        "file, or example:NAME for a shipped example; --neurons, --layers, --bias and "
+        "--precision do not apply (docs/nir.md).")] = None,
+    dt: Annotated[float | None, typer.Option(
+        help="A graph's time step in seconds (a NIR graph states none), e.g. 1e-3.")] = None,
     reset: Annotated[str, typer.Option(help="subtract, zero or both.")] = "both",
     neurons: Annotated[str, typer.Option(help="Comma list of n.")] = ",".join(
         map(str, _VERIFY.neurons)),
@@ -79,6 +85,18 @@ def verify(
     from snnbench.store.storage import claim_folder, written_by_snnbench
     from snnbench.sweep.verify_cmd import run_verification
 
+    def given(option: str) -> bool:
+        source = ctx.get_parameter_source(option)
+        return source is not None and source.name != "DEFAULT"
+
+    if network is not None:
+        refuse_network_flags({flag: True if given(option) else None for flag, option in (
+            ("--neurons", "neurons"), ("--layers", "layers"), ("--bias/--no-bias", "bias"),
+            ("--precision", "precision"))})
+    if dt is not None:
+        finite(dt, "--dt", low=0)
+        if network is None and config is None:
+            fail("--dt is a graph's time step: give it with --network G.nir (or --config)")
     resets = list(RESET_MODES) if reset == "both" else names(reset, "--reset")
     choice("--reset", reset, resets, (*RESET_MODES, "both"))
     choice("--device", device, [device], VERIFY_DEVICES)
@@ -90,14 +108,15 @@ def verify(
         dump_dir=dump,
         detach_reset=detach_reset, surrogate=surrogate, surrogate_slope=surrogate_slope,
         timeout_s=timeout, wheelhouse=wheelhouse, layers=layers, bias=bias,
-        input_kind=input_kind,
+        input_kind=input_kind, graph=network or "", dt=dt,
     )
-    # the same validation a run applies, before any folder is made or process started
-    network = request.network()
-    RunConfig(network=network).with_overrides({"timeout_s": timeout},
-                                              {"neurons": request.neurons})
+    # the same validation a run applies, before any folder is made or process started (a
+    # graph's file is read here: every defect of it one line)
+    fields = request.network()
+    RunConfig(network=fields).with_overrides(
+        {"timeout_s": timeout}, {} if network is not None else {"neurons": request.neurons})
     if config is not None:
-        request = replace(request, config=_verify_config(ctx, config, request, network))
+        request = replace(request, config=_verify_config(ctx, config, request, fields))
     check_variables()
     if dump is not None:
         # earlier dumps (in the folder's ledger, unchanged) may be refreshed; anything else in
@@ -118,11 +137,13 @@ def verify(
                                  highlight=False, soft_wrap=True)
         raise typer.Exit(128 + signum if signum else 130) from None
     from snnbench.render.terminal import Look, print_document
-    from snnbench.report.views import VERIFY_HEADERS, verify_document, verify_rows
+    from snnbench.report.views import verify_document, verify_headers, verify_rows
     from snnbench.sweep.verify_cmd import exit_code
 
-    status_col = VERIFY_HEADERS.index("status")
-    doc, checked = verify_document(verify_rows(rows), precision)
+    # the columns of the cases' kind (one kind per verification: its config's)
+    headers = verify_headers(type(rows[0].workload) if rows else None)
+    status_col = headers.index("status")
+    doc, checked = verify_document(verify_rows(rows), precision, headers)
     print_document(output.console, doc, Look(compact=True, no_wrap=True,
                                              collapse_padding=True, tight=True))
     if not checked:
@@ -154,7 +175,7 @@ def _verify_config(ctx: typer.Context, name: str, request: Any,
         if given(option):
             run_overrides[key] = value
     overrides = {key: [value] for key, value in network.items()
-                 if given({"time_steps": "steps"}.get(key, key))}
+                 if given({"time_steps": "steps", "graph": "network"}.get(key, key))}
     if given("neurons"):
         overrides["neurons"] = list(request.neurons)
     if given("reset"):

@@ -135,7 +135,7 @@ TIME_RULE = (
 #: how ``environments`` names the base environment (its rows have environment "")
 BASE_ENVIRONMENT = "base"
 #: the case key's text columns (the others are the size's numbers)
-_TEXT_KEYS = frozenset(c for c in schema.CASE_KEY if c in schema.SUMMARY_TEXT_COLUMNS)
+_TEXT_KEYS = frozenset(c for c in schema.CASE_KEY if c in schema.summary_types(None)[2])
 #: where the identity's columns sit in the case key (samples are joined on the identity)
 _IDENTITY = tuple(schema.CASE_KEY.index(c) for c in schema.CASE_IDENTITY)
 _CASE_ID = schema.CASE_KEY.index("case_id")
@@ -159,6 +159,8 @@ def _key_value(column: str, value: Any) -> Any:
     if column in _TEXT_KEYS:
         return str(value)
     number = float(value)
+    if math.isnan(number):
+        return None  # a column the case's kind has not (NaN never equals itself)
     return int(number) if math.isfinite(number) and number.is_integer() else number
 
 

@@ -69,12 +69,14 @@ def _test_text(p: Pair) -> str:
 
 
 def _case_fields(pairs: Iterable[Pair] = ()) -> list[str]:
-    """The columns a case is said in, in order: its workload's label parts (the first pair's
-    kind; Linear+LIF for none), then the network fields either side varies (``network``:
-    amp-bf16, surrogate=atan...; "" when none does)."""
-    first = next(iter(pairs), None)
-    cls = row_workload_class(first.case if first is not None else {})
-    return [column for column, _ in cls.label_parts] + ["network"]
+    """The columns a case is said in, in order: the label parts of its workloads (each kind
+    of the pairs, in the order met; Linear+LIF for none), then the network fields either side
+    varies (``network``: amp-bf16, surrogate=atan...; "" when none does)."""
+    classes = list(dict.fromkeys(row_workload_class(p.case) for p in pairs))
+    fields: dict[str, None] = {}
+    for cls in classes or [row_workload_class({})]:
+        fields.update(dict.fromkeys(column for column, _ in cls.label_parts))
+    return [*fields, "network"]
 
 
 def _varying(pairs: list[Pair]) -> list[str]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from snnbench.records import schema
 from snnbench.records.contract import adapter_label
+from snnbench.workload import DEFAULT_KIND
 
 Mark = Literal[
     # a side measured faster than its device's floor (snnbench.records.roofline): a defect to fix
@@ -104,8 +105,14 @@ class Pair:
         return schema.case_text(self.case)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready record (NaN → None)."""
-        out: dict[str, Any] = dict(self.case)
+        """JSON-ready record (NaN → None): the case in its own kind's columns (a
+        ``linear-lif`` pair as it always was: no ``kind``, no column of another kind)."""
+        case = self.case
+        kind = str(case.get(schema.KIND) or DEFAULT_KIND)
+        others = set(schema.case_size()) - set(schema.case_size((kind,)))
+        if kind == DEFAULT_KIND:
+            others.add(schema.KIND)
+        out: dict[str, Any] = {k: v for k, v in case.items() if k not in others}
         out.update(phase=self.phase, metric=self.metric, mark=self.mark)
         for name in ("baseline", "candidate", "ratio", "p_value", "ci_low", "ci_high"):
             value = getattr(self, name)

@@ -7,12 +7,12 @@ Consumers (``report``, ``compare``, CI scripts) depend on these names; bump
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal, get_args
 
 from snnbench.records.metrics import UNITS
 from snnbench.records.roofline import ROOFLINE_COLUMNS, ROOFLINE_FLOAT_COLUMNS
-from snnbench.workload import DEFAULT_KIND, Workload, row_workload_class, workload_class
+from snnbench.workload import DEFAULT_KIND, Workload, kinds, row_workload_class, workload_class
 
 SCHEMA_VERSION: Final = 1
 
@@ -76,12 +76,20 @@ NETWORK: Final = "network"
 #: hash) with the same adapter, variant, device and library environment
 CASE_IDENTITY: Final[tuple[str, ...]] = ("adapter", "variant", "device", "environment", "case_id")
 
-#: key of a case row, its identity with the columns that say it in words; together with phase
-#: and metric it is the summary's key
+#: the column naming each row's workload kind (``nir-graph``): a table of ``linear-lif`` cases
+#: only (every run folder written before other kinds) has none, and its rows are that kind
+KIND: Final = "kind"
+
+#: key of a case row, its identity with the columns that say it in words, as a reader sees a
+#: table (:data:`READ_SUMMARY_COLUMNS`: every registered kind's columns, "" or NaN where a
+#: row's kind has none); together with phase and metric it is the summary's key
 CASE_KEY: Final[tuple[str, ...]] = (
     "adapter",
     "variant",
-    *_CASE_SIZE,
+    KIND,
+    # the case's size in words, of every kind: ("device", "dtype", "neurons"... )
+    "device",
+    *dict.fromkeys(c for k in kinds() for c in workload_class(k).key_columns),
     # the library environment ("" for the base one): two versions of a library are two cases
     "environment",
     NETWORK,
@@ -256,12 +264,147 @@ SUMMARY_TEXT_COLUMNS: Final[tuple[str, ...]] = (
 FLOOR: Final = "floor"
 
 #: case columns that, apart from the size and the adapter, define one group of comparable
-#: rows: the workload's group words (device, dtype, B, T, layers, reset), and the network
-#: column, which keeps two precisions, surrogates... of one size in groups of their own
-GROUP_COLUMNS: tuple[str, ...] = (*(c for c, _ in _WORKLOAD.group_parts), NETWORK)
+#: rows: the kind, every kind's group words (device, dtype, B, T, layers, reset; a graph's
+#: name, dt...), and the network column, which keeps two precisions, surrogates... of one
+#: size in groups of their own
+GROUP_COLUMNS: tuple[str, ...] = (
+    KIND, *dict.fromkeys(c for k in kinds() for c, _ in workload_class(k).group_parts), NETWORK)
 
-#: how a varying network field reads in a label (the workload's words)
-_NETWORK_FORMATS: Final[dict[str, str]] = dict(_WORKLOAD.network_formats)
+#: how a varying network field reads in a label (the kinds' words)
+NETWORK_FORMATS: Final[dict[str, str]] = {
+    c: f for k in reversed(kinds()) for c, f in workload_class(k).network_formats}
+
+
+# -- the tables of the kinds a folder holds --------------------------------------------------
+def _classes(kinds_: Iterable[str] | None) -> tuple[type[Workload], ...]:
+    """The workload classes of ``kinds_`` (None: every registered one), in registry order."""
+    if kinds_ is None:
+        return tuple(workload_class(k) for k in kinds())
+    wanted = set(kinds_)
+    for kind in wanted:
+        workload_class(kind)  # an unknown kind is an error naming it
+    return tuple(workload_class(k) for k in kinds() if k in wanted)
+
+
+def table_kinds(kinds_: Iterable[str]) -> tuple[str, ...]:
+    """The kinds of a table's rows in registry order (none: :data:`DEFAULT_KIND`)."""
+    present = tuple(cls.kind for cls in _classes(set(kinds_)))
+    return present or (DEFAULT_KIND,)
+
+
+def _is_default(kinds_: Iterable[str] | None) -> bool:
+    return kinds_ is not None and set(kinds_) <= {DEFAULT_KIND}
+
+
+def case_size(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The device and the key columns of each kind of ``kinds_`` (None: every registered
+    kind), in registry order, each once: the size block of a table of those kinds."""
+    return ("device", *dict.fromkeys(c for cls in _classes(kinds_) for c in cls.key_columns))
+
+
+def network_columns(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The kinds' parameters beyond :func:`case_size`, in registry order, each once."""
+    size = set(case_size(kinds_))
+    return tuple(dict.fromkeys(c for cls in _classes(kinds_) for c in cls.network_columns()
+                               if c not in size))
+
+
+def _int_float(kinds_: Iterable[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The case columns of the kinds holding integers and those holding floats: a column is
+    whole where every kind that has it says so and every kind has it (else a row of a kind
+    without it is NaN: a float)."""
+    classes = _classes(kinds_)
+    columns = (*case_size(kinds_)[1:], *network_columns(kinds_))
+    ints = tuple(c for c in columns if all(c in cls.int_columns for cls in classes))
+    floats = tuple(c for c in columns if c not in ints and any(
+        c in cls.int_columns or c in cls.float_columns for cls in classes))
+    return ints, floats
+
+
+def summary_columns(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The summary's columns for rows of ``kinds_`` (None: every registered kind, what a
+    reader holds): :data:`SUMMARY_COLUMNS` with the kinds' size block and network columns,
+    and :data:`KIND` after ``case_id`` unless every row is :data:`DEFAULT_KIND` (so a folder
+    of ``linear-lif`` cases writes the very tables it always did)."""
+    if _is_default(kinds_):
+        return SUMMARY_COLUMNS
+    size, network = case_size(kinds_), network_columns(kinds_)
+    out: list[str] = []
+    for column in SUMMARY_COLUMNS:
+        if column == "device":
+            out.extend(size)
+        elif column in _CASE_SIZE or column in NETWORK_COLUMNS:
+            continue
+        elif column == NETWORK:
+            out.extend((*network, NETWORK))
+        elif column == "case_id":
+            out.extend(("case_id", KIND))
+        else:
+            out.append(column)
+    return tuple(out)
+
+
+def sample_columns(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """samples.parquet's columns for rows of ``kinds_`` (as :func:`summary_columns`)."""
+    if _is_default(kinds_):
+        return SAMPLE_COLUMNS
+    out: list[str] = []
+    for column in SAMPLE_COLUMNS:
+        if column == "device":
+            out.extend(case_size(kinds_))
+        elif column in _CASE_SIZE:
+            continue
+        elif column == "case_id":
+            out.extend(("case_id", KIND))
+        else:
+            out.append(column)
+    return tuple(out)
+
+
+def summary_types(kinds_: Iterable[str] | None = None
+                  ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The float, integer and text columns of :func:`summary_columns` (the booleans are
+    :data:`SUMMARY_BOOL_COLUMNS`)."""
+    if _is_default(kinds_):
+        return SUMMARY_FLOAT_COLUMNS, SUMMARY_INT_COLUMNS, SUMMARY_TEXT_COLUMNS
+    ints, floats = _int_float(kinds_)
+    case = set(_CASE_SIZE) | set(NETWORK_COLUMNS)
+    harness_floats = tuple(c for c in SUMMARY_FLOAT_COLUMNS if c not in case)
+    harness_ints = tuple(c for c in SUMMARY_INT_COLUMNS if c not in case)
+    all_floats = (*harness_floats, *floats)
+    all_ints = (*(c for c in case_size(kinds_) if c in ints), *harness_ints)
+    typed = {*all_floats, *all_ints, *SUMMARY_BOOL_COLUMNS}
+    texts = tuple(c for c in summary_columns(kinds_) if c not in typed)
+    return all_floats, all_ints, texts
+
+
+def sample_int_columns(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """samples.parquet's integer columns for rows of ``kinds_``."""
+    if _is_default(kinds_):
+        return SAMPLE_INT_COLUMNS
+    ints, _ = _int_float(kinds_)
+    return (*(c for c in case_size(kinds_) if c in ints), "sample_index", "replicate")
+
+
+def sample_float_columns(kinds_: Iterable[str] | None = None) -> tuple[str, ...]:
+    """samples.parquet's float columns for rows of ``kinds_`` (the value, and a size one
+    kind lacks)."""
+    _, floats = _int_float(kinds_)
+    return (*(c for c in case_size(kinds_) if c in floats), "value")
+
+
+def kind_int_columns(kind: str) -> tuple[str, ...]:
+    """The whole numbers every row of ``kind`` has, each ≥ 1 (its size block's integers)."""
+    cls = workload_class(kind)
+    return tuple(c for c in cls.key_columns if c in cls.int_columns)
+
+
+#: what a reader holds: every registered kind's columns ("" or NaN where a row's kind has
+#: none), :data:`KIND` included
+READ_SUMMARY_COLUMNS: Final[tuple[str, ...]] = summary_columns(None)
+READ_SAMPLE_COLUMNS: Final[tuple[str, ...]] = sample_columns(None)
+#: every kind's network columns, in registry order
+READ_NETWORK_COLUMNS: Final[tuple[str, ...]] = network_columns(None)
 
 
 def network_value(row: Any, column: str) -> str:
@@ -278,7 +421,7 @@ def network_text(row: Any, fields: Sequence[str]) -> str:
     for column in fields:
         value = network_value(row, column)
         if value:
-            parts.append(_NETWORK_FORMATS[column].format(value))
+            parts.append(NETWORK_FORMATS[column].format(value))
     return " ".join(parts)
 
 

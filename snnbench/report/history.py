@@ -286,7 +286,10 @@ def collect(paths: Iterable[str | Path], *, machine: str | None = None,
             mach = machine_of(run.manifest, str(row["host"]) if spread else "")
             label = adapter_label(str(row["adapter"]), str(row["variant"]),
                                   str(row.get("environment", "") or ""))
-            key = (mach.key, label, schema.case_text(row), str(row["phase"]), str(row["metric"]))
+            # the case's id too: two cases that read alike (two graph files of one name) are
+            # two series, never pooled
+            key = (mach.key, label, schema.case_text(row), str(row["phase"]), str(row["metric"]),
+                   str(row["case_id"]))
             workload = row_workload_class(row)
             value = row.get(workload.size_param)
             size = int(value) if value is not None and value == value else 0

@@ -44,6 +44,7 @@ from snnbench.store.storage import (
     write_recorded,
     written_by_snnbench,
 )
+from snnbench.workload import row_workload_class
 
 #: the report's tables; the timing table, the table model and the metric formatters stay
 #: importable from here, where callers have always found them
@@ -278,7 +279,7 @@ def _groups(ok: pd.DataFrame) -> list[_Group]:
     out: list[_Group] = []
     if ok.empty:
         return out
-    grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True))
+    grouped = list(ok.groupby(list(GROUP_COLUMNS), sort=True, dropna=False))
     for _, rows in grouped:
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in GROUP_COLUMNS}
         title = group_title(d)
@@ -302,18 +303,21 @@ def _depth_groups(ok: pd.DataFrame) -> list[_Group]:
     out: list[_Group] = []
     if ok.empty:
         return out
-    workload = rows_workload(ok)
-    depth = workload.depth_param
+    # the depth of a kind that has one (linear-lif's layers), whichever kind's row is first
+    kinds = (ok[[schema.KIND]].drop_duplicates().to_dict("records")
+             if schema.KIND in ok.columns else [{}])
+    depth = next((cls.depth_param for cls in map(row_workload_class, kinds)
+                  if cls.depth_param), "")
     if not depth:
         return out
     keys = [c for c in GROUP_COLUMNS if c != depth]
-    for _, rows in ok.groupby(keys, sort=True):
+    for _, rows in ok.groupby(keys, sort=True, dropna=False):
         if rows[depth].nunique() < 2:
             continue
         d: dict[str, Any] = {c: rows.iloc[0][c] for c in keys}
         depths = ",".join(str(int(v)) for v in sorted(rows[depth].unique()))
         title = group_title({**d, depth: depths})
-        slug = f"{workload.group_slug(d, without=(depth,))}{_network_slug(d)}_"
+        slug = f"{rows_workload(rows).group_slug(d, without=(depth,))}{_network_slug(d)}_"
         out.append(_Group(slug=slug, title=title, rows=rows))
     return out
 

@@ -114,7 +114,11 @@ def case_labels(summary: pd.DataFrame) -> dict[str, str]:
     def varies(column: str) -> bool:
         return column in cases.columns and cases[column].astype(str).nunique() > 1
 
-    varying = [c for c, _ in workload.label_parts if varies(c)] or [workload.size_param]
+    # the words of every kind the run holds (a folder of Linear+LIF and graph cases)
+    parts = dict.fromkeys(c for cls in dict.fromkeys(row_workload_class(r)
+                                                     for _, r in cases.iterrows())
+                          for c, _ in cls.label_parts)
+    varying = [c for c in parts if varies(c)] or [workload.size_param]
     labels: dict[str, str] = {}
     for _, row in cases.iterrows():
         words = [row_workload_class(row).row_label(row, varying)]

@@ -22,10 +22,12 @@ from snnbench.records.schema import (
     CASE_SIZE,
     FLOOR as FLOOR,
     GROUP_COLUMNS as GROUP_COLUMNS,
+    KIND,
     TIMED_PHASES,
     case_text as case_text,
     group_title as group_title,
     rows_workload,
+    table_kinds,
 )
 from snnbench.render import Table
 from snnbench.render.formats import render
@@ -48,11 +50,31 @@ BUSY_NOTE = "busy machine: other processes used {:.1f} cores while it was timed"
 #: ``linear-lif`` cases; :data:`snnbench.records.schema.NETWORK_COLUMNS` reads them the same way)
 _WORKLOAD = workload_class(DEFAULT_KIND)
 
-HEADERS: tuple[str, ...] = (
-    "adapter", "variant", "device", "dtype", *(header for _, header in _WORKLOAD.shown_columns),
+_BEFORE: tuple[str, ...] = ("adapter", "variant", "device", "dtype")
+_AFTER: tuple[str, ...] = (
     "status", "forward ms", "backward ms", "step ms", "step peak MiB", "floor×", "spike match",
     "grad cos", "note",
 )
+#: the wide table's headers for a run of ``linear-lif`` cases (:func:`headers`: of any run)
+HEADERS: tuple[str, ...] = (
+    *_BEFORE, *(header for _, header in _WORKLOAD.shown_columns), *_AFTER)
+
+
+def _shown(summary: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The parameters the wide table shows for the kinds of ``summary``'s rows: each kind's
+    :attr:`~snnbench.workload.Workload.shown_columns` in registry order, each column once (a
+    row of a kind without one leaves its cell empty)."""
+    present = set(summary[KIND]) if KIND in summary.columns else set()
+    shown: dict[str, str] = {}
+    for kind in table_kinds(str(k) for k in present if k):
+        for column, header in workload_class(kind).shown_columns:
+            shown.setdefault(column, header)
+    return tuple(shown.items())
+
+
+def headers(summary: pd.DataFrame) -> tuple[str, ...]:
+    """The wide table's headers for ``summary`` (:data:`HEADERS` for linear-lif cases)."""
+    return (*_BEFORE, *(header for _, header in _shown(summary)), *_AFTER)
 
 
 def _ms(median: float, iqr: float) -> str:
@@ -111,6 +133,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
     message of a non-ok case or the noise warning of an ok one.
     """
     rows: list[tuple[str, ...]] = []
+    shown = _shown(summary)
     for _, group in _ranked_groups(summary):
         first = group.iloc[0]
         # a library environment is part of the adapter's name: snntorch@0.9.4
@@ -130,7 +153,7 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
         note = "; ".join(_notes(group))
         rows.append((
             str(adapter), str(variant), str(device), _with_precision(str(dtype), first),
-            *(_WORKLOAD.cell_text(first[column]) for column, _ in _WORKLOAD.shown_columns),
+            *(_WORKLOAD.cell_text(first.get(column, "")) for column, _ in shown),
             str(first["status"]), cells["forward"], cells["backward"],
             cells["step"], mem_text, floor, spike_match_text(float(first["spike_match"])),
             _num(float(first["grad_cosine"]), ".6f"), note,
@@ -139,8 +162,8 @@ def case_rows(summary: pd.DataFrame) -> list[tuple[str, ...]]:
 
 
 def case_table(summary: pd.DataFrame) -> Table:
-    """:func:`case_rows` under :data:`HEADERS`, as a table an exporter draws."""
-    return Table(list(HEADERS), [list(r) for r in case_rows(summary)])
+    """:func:`case_rows` under :func:`headers`, as a table an exporter draws."""
+    return Table(list(headers(summary)), [list(r) for r in case_rows(summary)])
 
 
 def _notes(group: pd.DataFrame) -> list[str]:

@@ -69,7 +69,7 @@ def check_fused_targets(summary: pd.DataFrame) -> list[TargetCheck]:
     checks: list[TargetCheck] = []
     if not (steps["adapter"] == FUSED).any():
         return checks
-    for _, group in steps.groupby(list(GROUP_COLUMNS), sort=True):
+    for _, group in steps.groupby(list(GROUP_COLUMNS), sort=True, dropna=False):
         d: dict[str, Any] = {c: group.iloc[0][c] for c in GROUP_COLUMNS}
         title = group_title(d)
         cuda = str(d["device"]).startswith("cuda")

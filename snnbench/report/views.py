@@ -18,17 +18,22 @@ from snnbench.records.schema import TIMED_PHASES
 from snnbench.render import Document, Footnotes, Table, count_groups
 from snnbench.report.ranking import CONFIDENCE, CaseRanking
 from snnbench.report.tables import NOISE_HINT, NOISY_NOTE, spike_match_text
-from snnbench.workload import DEFAULT_KIND, workload_class
+from snnbench.workload import DEFAULT_KIND, Workload, workload_class
 
 #: statuses of cases that did not run (for a reason, not a failure): listed apart, grouped
 NOT_RUN: tuple[str, ...] = ("skipped", "unavailable")
 
-#: a column holding one value on every row is shown once, in the table's title
-#: (the case's columns are the workload's: every case verify checks is ``linear-lif``)
-VERIFY_HEADERS: tuple[str, ...] = (
-    "adapter", "var", *(header for _, header in workload_class(DEFAULT_KIND).verify_columns),
-    "device", "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW", "cos db", "note",
-)
+def verify_headers(kind: type[Workload] | None = None) -> tuple[str, ...]:
+    """The columns of ``verify``'s table for cases of ``kind`` (default: the default kind):
+    the case's columns are the workload's (:attr:`~Workload.verify_columns`); a column
+    holding one value on every row is shown once, in the table's title."""
+    cls = kind or workload_class(DEFAULT_KIND)
+    return ("adapter", "var", *(header for _, header in cls.verify_columns), "device",
+            "exact", "status", "spikes", "1st diff", "cos dW", "rel err dW", "cos db", "note")
+
+
+#: verify's columns for the default kind's cases
+VERIFY_HEADERS: tuple[str, ...] = verify_headers()
 
 
 def adapters_table(results: list[dict[str, Any]], version: str) -> Table:
@@ -300,25 +305,27 @@ def case_line(name: str, case: str, record: CaseRecord,
     return text, "green"
 
 
-def verify_document(rows: list[tuple[str, ...]],
-                    precision: str) -> tuple[Document, list[tuple[str, ...]]]:
+def verify_document(rows: list[tuple[str, ...]], precision: str,
+                    headers: tuple[str, ...] = VERIFY_HEADERS,
+                    ) -> tuple[Document, list[tuple[str, ...]]]:
     """``snnbench verify``: the checks that ran as one table (columns with one value on every
     row go to its title), notes below, the checks not made grouped underneath; and the rows
-    of the checks that ran. ``rows`` are :func:`verify_rows`."""
-    status_col = VERIFY_HEADERS.index("status")
+    of the checks that ran. ``rows`` are :func:`verify_rows`, under ``headers``
+    (:func:`verify_headers` of their kind)."""
+    status_col = headers.index("status")
     checked = [r for r in rows if r[status_col] not in NOT_RUN]
     # columns with one value on every row go to the title, so the table fits 80 columns
-    keep = [i for i, h in enumerate(VERIFY_HEADERS[:-1])
+    keep = [i for i, h in enumerate(headers[:-1])
             if h in ("adapter", "status", "spikes", "cos dW")
             or len({r[i] for r in checked}) > 1 or (h == "1st diff" and checked
                                                    and checked[0][i] != "none")]
-    fixed = [f"{VERIFY_HEADERS[i]}={checked[0][i]}" for i in range(len(VERIFY_HEADERS) - 1)
-             if checked and i not in keep and VERIFY_HEADERS[i] not in ("1st diff",)]
+    fixed = [f"{headers[i]}={checked[0][i]}" for i in range(len(headers) - 1)
+             if checked and i not in keep and headers[i] not in ("1st diff",)]
     shown = [f"precision={precision}"] if precision != "strict" else []
     title = "equivalence with the reference: " + " ".join([*fixed, *shown])
     # the notes' column only when a check has a note: an empty "#" column says nothing
     marked = any(row[-1] for row in checked)
-    table = Table([*(VERIFY_HEADERS[i] for i in keep), *(["#"] if marked else [])], [],
+    table = Table([*(headers[i] for i in keep), *(["#"] if marked else [])], [],
                   title=title)
     notes = Footnotes()
     for row in checked:
@@ -336,7 +343,7 @@ def _fmt(value: Any, fmt: str) -> str:
 
 
 def verify_rows(records: list[CaseRecord]) -> list[tuple[str, ...]]:
-    """Display rows for :data:`VERIFY_HEADERS`."""
+    """Display rows for :func:`verify_headers` of the records' kind."""
     rows: list[tuple[str, ...]] = []
     for r in records:
         eq = r.equivalence or {}

@@ -53,43 +53,47 @@ from snnbench.records.fileio import (
     read_regular,
 )
 from snnbench.records.schema import (
-    CASE_INT_COLUMNS,
     CASE_KEY,
     CASES_DIR,
     HOSTS_DIR,
     JOBS_DIR,
+    KIND,
     LOCK_FILE,
     MANIFEST_FILE,
-    NETWORK_COLUMNS,
-    SAMPLE_COLUMNS,
-    SAMPLE_INT_COLUMNS,
-    SAMPLE_TEXT_COLUMNS,
+    READ_NETWORK_COLUMNS,
+    READ_SAMPLE_COLUMNS,
     SAMPLES_PARQUET,
     SCHEMA_VERSION,
-    SUMMARY_COLUMNS,
     SUMMARY_CSV,
-    SUMMARY_FLOAT_COLUMNS,
-    SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
-    SUMMARY_TEXT_COLUMNS,
+    kind_int_columns,
+    sample_float_columns,
+    sample_int_columns,
+    summary_types,
 )
 from snnbench.store.manifest import Manifest, upgraded
 from snnbench.store.overhead import PROBES
 from snnbench.store.storage import (
     Run as Run,  # long imported from here
+    frame_columns,
     label_networks,
     samples_frame,
     summary_frame,
     with_added_columns as with_added_columns,  # long imported from here
+    with_read_columns,
     workload_network_columns,
 )
-from snnbench.workload import row_workload_class, workload_from_dict
+from snnbench.workload import row_workload_class, workload_class, workload_from_dict
 from snnbench.workload.base import Work
 
-#: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty)
-_NUMERIC_SUMMARY = SUMMARY_INT_COLUMNS + SUMMARY_FLOAT_COLUMNS
+#: summary columns that hold numbers (CSV fallbacks read them as text when a cell is empty),
+#: of every kind a reader holds
+_NUMERIC_SUMMARY = summary_types(None)[1] + summary_types(None)[0]
 #: summary columns that hold text; missing values become "" so comparisons and joins are plain
-_TEXT_SUMMARY = SUMMARY_TEXT_COLUMNS
+_TEXT_SUMMARY = summary_types(None)[2]
+#: samples.parquet's numbers and text, of every kind
+_NUMERIC_SAMPLES = (*sample_int_columns(None), *sample_float_columns(None))
+_TEXT_SAMPLES = tuple(c for c in READ_SAMPLE_COLUMNS if c not in _NUMERIC_SAMPLES)
 
 
 def row_work(row: Mapping[str, object]) -> Work | None:
@@ -461,11 +465,15 @@ def _normalise(frame: pd.DataFrame, numeric: tuple[str, ...], text: tuple[str, .
 
 
 def _unstated(frame: pd.DataFrame) -> pd.Series:
-    """Rows that leave a network column unsaid (a run written before the column existed)."""
+    """Rows that leave a network column of their kind unsaid (a run written before the
+    column existed)."""
+    floats = set(summary_types(None)[0])
     missing = pd.Series(False, index=frame.index)
-    for column in NETWORK_COLUMNS:
-        values = frame[column]
-        missing |= values.isna() if column in SUMMARY_FLOAT_COLUMNS else values.eq("")
+    for kind in frame[KIND].unique():
+        mine = frame[KIND] == kind
+        for column in workload_class(str(kind)).network_columns():
+            values = frame.loc[mine, column]
+            missing.loc[mine] |= values.isna() if column in floats else values.eq("")
     return missing
 
 
@@ -506,26 +514,26 @@ def _with_network_columns(summary: pd.DataFrame, cases: Path) -> pd.DataFrame:
     return summary
 
 
-#: the numbers of a case: every row has them (a failed case too), whole and positive
-_CASE_SIZES = CASE_INT_COLUMNS
 #: what one timed row of the summary is: one case (its key, its spec's hash and the network
 #: fields beyond the key), phase and metric; a failed case may have several rows (one per
 #: distinct failure), without a phase
-_ROW_IDENTITY = tuple(dict.fromkeys((*CASE_KEY, "case_id", *NETWORK_COLUMNS, "phase",
+_ROW_IDENTITY = tuple(dict.fromkeys((*CASE_KEY, "case_id", *READ_NETWORK_COLUMNS, "phase",
                                      "metric")))
 
 
-def _check_rows(summary: pd.DataFrame, given: dict[str, pd.Series], root: Path) -> None:
-    """Refuse, in one line, a summary no snnbench wrote: a case size that is not a whole
-    number ≥ 1 (``given``: the columns as read, to name the value), or a timed row twice (a
-    table, a plot or a comparison would have two values for one cell)."""
-    for col, raw in given.items():
-        values = summary[col]
-        bad = ~(values.notna() & (values >= 1) & (values == values.round()))
-        if bad.any():
-            shown = raw[bad.to_numpy()].iloc[0]
-            raise StorageError(f"damaged summary in {root}: column {col} holds {shown!r}, not "
-                               "a whole number ≥ 1")
+def _check_rows(summary: pd.DataFrame, given: pd.DataFrame, root: Path) -> None:
+    """Refuse, in one line, a summary no snnbench wrote: a case size of a row's kind that is
+    not a whole number ≥ 1 (``given``: the table as read, to name the value), or a timed row
+    twice (a table, a plot or a comparison would have two values for one cell)."""
+    for kind in summary[KIND].unique():
+        mine = (summary[KIND] == kind).to_numpy()
+        for col in kind_int_columns(str(kind)):
+            values = summary.loc[mine, col]
+            bad = ~(values.notna() & (values >= 1) & (values == values.round()))
+            if bad.any():
+                shown = given.loc[mine, col][bad.to_numpy()].iloc[0]
+                raise StorageError(f"damaged summary in {root}: column {col} holds {shown!r}, "
+                                   f"not a whole number ≥ 1 (a {kind} case)")
     timed = summary[summary["phase"] != ""]
     twice = timed.duplicated(list(_ROW_IDENTITY), keep=False)
     if twice.any():
@@ -605,14 +613,17 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
     if built is None and samples and sample_file.is_file():
         raw_samples = _read_table(sample_file, "samples")
     summary = with_added_columns(summary)
-    missing = [c for c in SUMMARY_COLUMNS if c not in summary.columns]
+    # the columns of the kinds its rows are (a folder of linear-lif cases: the ones it always
+    # had); then every other kind's, blank, so that a reader holds one set of columns
+    missing = [c for c in frame_columns(summary) if c not in summary.columns]
     if missing:
         raise StorageError(f"damaged summary in {root}: missing columns {', '.join(missing)}")
     if summary.empty:
         raise StorageError(f"empty run {root}: the summary has no rows")
-    sizes = {col: summary[col].copy() for col in _CASE_SIZES}
+    summary = with_read_columns(summary)
+    given = summary.copy()
     _normalise(summary, _NUMERIC_SUMMARY, _TEXT_SUMMARY)
-    _check_rows(summary, sizes, root)
+    _check_rows(summary, given, root)
     # a bool in Parquet, the text "True"/"False" in the CSV fallback
     summary["allow_mismatch"] = [str(v).strip().lower() in ("true", "1", "1.0")
                                  for v in summary["allow_mismatch"]]
@@ -622,16 +633,13 @@ def load_run(path: str | Path, *, samples: bool = True) -> Run:
 
     sample_frame: pd.DataFrame | None = None
     if raw_samples is not None:
-        sample_frame = with_added_columns(raw_samples, SAMPLE_COLUMNS)
-        missing = [c for c in SAMPLE_COLUMNS if c not in sample_frame.columns]
+        columns = frame_columns(raw_samples, samples=True)
+        sample_frame = with_added_columns(raw_samples, columns)
+        missing = [c for c in columns if c not in sample_frame.columns]
         if missing:
             raise StorageError(f"damaged samples in {root}: missing columns {', '.join(missing)}")
-        sample_frame = sample_frame.copy()
-        _normalise(
-            sample_frame,
-            (*SAMPLE_INT_COLUMNS, "value"),
-            SAMPLE_TEXT_COLUMNS,
-        )
+        sample_frame = with_read_columns(sample_frame, samples=True)
+        _normalise(sample_frame, _NUMERIC_SAMPLES, _TEXT_SAMPLES)
     return Run(path=root, manifest=manifest, summary=summary, samples=sample_frame)
 
 

@@ -41,19 +41,24 @@ from snnbench.records.fileio import (
 )
 from snnbench.records.schema import (
     ADDED_COLUMN_DEFAULTS,
+    KIND,
     METRIC_UNITS,
     NETWORK,
-    NETWORK_COLUMNS,
-    SAMPLE_COLUMNS,
-    SAMPLE_INT_COLUMNS,
+    NETWORK_FORMATS,
+    READ_NETWORK_COLUMNS,
+    READ_SAMPLE_COLUMNS,
+    READ_SUMMARY_COLUMNS,
     SUMMARY_BOOL_COLUMNS,
     SUMMARY_COLUMNS,
-    SUMMARY_FLOAT_COLUMNS,
-    SUMMARY_INT_COLUMNS,
     SUMMARY_PARQUET,
-    SUMMARY_TEXT_COLUMNS,
     network_text,
     network_value,
+    sample_columns,
+    sample_float_columns,
+    sample_int_columns,
+    summary_columns,
+    summary_types,
+    table_kinds,
 )
 from snnbench.store.stats import (
     noise_warning,
@@ -62,7 +67,7 @@ from snnbench.store.stats import (
     summarize,
     within_spread,
 )
-from snnbench.workload import Workload
+from snnbench.workload import DEFAULT_KIND, Workload, workload_class
 
 
 def _case_columns(record: CaseRecord) -> dict[str, Any]:
@@ -71,6 +76,8 @@ def _case_columns(record: CaseRecord) -> dict[str, Any]:
     return {
         "adapter": record.adapter,
         "variant": record.variant,
+        # a table without the column (every row linear-lif) leaves it out
+        KIND: workload.kind,
         "device": record.device,
         # the case's size in words: the workload's key columns (dtype, neurons... reset)
         **{column: cells[column] for column in workload.key_columns},
@@ -95,9 +102,12 @@ def summary_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
                          "replicates": sum(_same_outcome(r, record) for r in group)})
         if done:
             rows.extend(_metric_rows(done, run_id))
-    frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    # the case columns of the kinds present: a folder of linear-lif cases writes the tables
+    # it always did
+    kinds = table_kinds(r.workload.kind for r in records)
+    frame = pd.DataFrame(rows, columns=list(summary_columns(kinds)))
     frame = _add_floor_ratio(frame)
-    return label_networks([_typed_summary(frame)])[0]
+    return label_networks([_typed_summary(frame, kinds)])[0]
 
 
 def _measurement_columns(infos: list[MeasurementInfo], phase: str) -> dict[str, Any]:
@@ -190,42 +200,89 @@ def workload_network_columns(workload: Workload) -> dict[str, Any]:
     return {column: cells[column] for column in workload.network_columns()}
 
 
-def varying_network(frames: Sequence[pd.DataFrame]) -> list[str]:
+def varying_network(frames: Sequence[pd.DataFrame], kind: str | None = None) -> list[str]:
     """The network columns holding more than one stated value over ``frames`` (read together:
-    a run, both sides of a comparison, a history), in :data:`NETWORK_COLUMNS` order."""
+    a run, both sides of a comparison, a history), in the kinds' column order; with ``kind``,
+    over the rows of that kind only and among its columns."""
+    columns = (READ_NETWORK_COLUMNS if kind is None
+               else workload_class(kind).network_columns())
+    tied = () if kind is None else workload_class(kind).tied_columns
     varying = []
-    for column in NETWORK_COLUMNS:
+    for column in columns:
+        if column not in NETWORK_FORMATS:
+            continue  # a column no label words (a graph's file): its key column names it
+        if column in tied:
+            if _differs_within_key(frames, kind, column):
+                varying.append(column)
+            continue
         values: set[str] = set()
         for frame in frames:
             if column in frame.columns:
+                rows = frame if kind is None else frame[_kinds_of(frame) == kind]
                 values.update(network_value({column: v}, column)
-                              for v in frame[column].drop_duplicates())
+                              for v in rows[column].drop_duplicates())
         if len(values - {""}) > 1:
             varying.append(column)
     return varying
 
 
+def _differs_within_key(frames: Sequence[pd.DataFrame], kind: str | None, column: str) -> bool:
+    """Whether two rows of ``kind`` with equal key columns hold two stated values of
+    ``column`` (a tied column: :attr:`~snnbench.workload.Workload.tied_columns`)."""
+    if kind is None:
+        return False
+    key = [c for c in workload_class(kind).key_columns]
+    seen: dict[tuple[str, ...], str] = {}
+    for frame in frames:
+        if column not in frame.columns or any(c not in frame.columns for c in key):
+            continue
+        rows = frame[_kinds_of(frame) == kind]
+        for values in zip(*(rows[c] for c in (*key, column)), strict=True):
+            text = network_value({column: values[-1]}, column)
+            if not text:
+                continue
+            words = tuple(network_value({c: v}, c) for c, v in zip(key, values, strict=False))
+            if seen.setdefault(words, text) != text:
+                return True
+    return False
+
+
+def _kinds_of(frame: pd.DataFrame) -> pd.Series:
+    """Each row's workload kind (:data:`DEFAULT_KIND` where a table has no kind column)."""
+    if KIND not in frame.columns:
+        return pd.Series(DEFAULT_KIND, index=frame.index, dtype=object)
+    return frame[KIND].astype(object).where(frame[KIND].astype(str) != "", DEFAULT_KIND)
+
+
 def label_networks(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
     """``frames`` with the :data:`~snnbench.records.schema.NETWORK` column set: the network fields
-    that vary over all of them, in words, so that read together two networks of one size
-    never share a label (a field one frame does not state is left out of its rows)."""
-    fields = varying_network(frames)
+    of a row's kind that vary over the rows of that kind in all of them, in words, so that
+    read together two networks of one size never share a label (a field one frame does not
+    state is left out of its rows)."""
+    kinds = sorted({str(k) for frame in frames for k in _kinds_of(frame).unique()})
+    fields = {kind: varying_network(frames, kind) for kind in kinds}
     out = []
     for frame in frames:
         frame = frame.copy()
-        if not fields or frame.empty:
-            frame[NETWORK] = ""
-        else:
-            present = [c for c in fields if c in frame.columns]
+        frame[NETWORK] = ""
+        if frame.empty:
+            out.append(frame)
+            continue
+        row_kinds = _kinds_of(frame)
+        for kind in kinds:
+            present = [c for c in fields[kind] if c in frame.columns]
+            mine = row_kinds == kind
+            if not present or not mine.any():
+                continue
             texts: dict[tuple[str, ...], str] = {}
             column = []
-            for values in zip(*(frame[c] for c in present), strict=True):
+            for values in zip(*(frame.loc[mine, c] for c in present), strict=True):
                 row = dict(zip(present, values, strict=True))
                 key = tuple(network_value(row, c) for c in present)
                 if key not in texts:
                     texts[key] = network_text(row, present)
                 column.append(texts[key])
-            frame[NETWORK] = column
+            frame.loc[mine, NETWORK] = column
         out.append(frame)
     return out
 
@@ -305,12 +362,13 @@ def _add_floor_ratio(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _typed_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    for col in SUMMARY_FLOAT_COLUMNS:
+def _typed_summary(frame: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
+    floats, ints, texts = summary_types(kinds)
+    for col in floats:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
-    for col in SUMMARY_INT_COLUMNS:
+    for col in ints:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
-    for col in SUMMARY_TEXT_COLUMNS:
+    for col in texts:
         frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
     for col in SUMMARY_BOOL_COLUMNS:
         # NaN (a column no row filled) is False; fillna(False) on float64 is deprecated
@@ -341,9 +399,11 @@ def samples_frame(records: list[CaseRecord], run_id: str) -> pd.DataFrame:
                             "replicate": record.replicate,
                         }
                     )
-    frame = pd.DataFrame(rows, columns=list(SAMPLE_COLUMNS))
-    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype("float64")
-    for col in SAMPLE_INT_COLUMNS:
+    kinds = table_kinds(r.workload.kind for r in records)
+    frame = pd.DataFrame(rows, columns=list(sample_columns(kinds)))
+    for col in sample_float_columns(kinds):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
+    for col in sample_int_columns(kinds):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
     return frame
 
@@ -367,10 +427,10 @@ def read_summary(path: Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises several types for a torn or foreign file
         raise StorageError(f"cannot read {parquet}: damaged ({type(exc).__name__})") from exc
     frame = with_added_columns(frame)
-    missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
+    missing = [c for c in frame_columns(frame) if c not in frame.columns]
     if missing:
         raise StorageError(f"{parquet} lacks columns {', '.join(missing)}: wrong schema")
-    return frame
+    return with_read_columns(frame)
 
 
 def with_added_columns(frame: pd.DataFrame,
@@ -385,13 +445,45 @@ def with_added_columns(frame: pd.DataFrame,
     return frame
 
 
+def frame_kinds(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The workload kinds of a table's rows, in registry order (a table without a kind
+    column: :data:`~snnbench.workload.DEFAULT_KIND`); an unknown kind raises
+    :class:`StorageError`."""
+    try:
+        return table_kinds(str(k) for k in _kinds_of(frame).unique())
+    except ValueError as exc:  # WorkloadError: a kind this snnbench does not know
+        raise StorageError(f"{exc}") from None
+
+
+def frame_columns(frame: pd.DataFrame, samples: bool = False) -> tuple[str, ...]:
+    """The columns a table of the kinds of ``frame``'s rows must have."""
+    kinds = frame_kinds(frame)
+    return sample_columns(kinds) if samples else summary_columns(kinds)
+
+
+def with_read_columns(frame: pd.DataFrame, samples: bool = False) -> pd.DataFrame:
+    """``frame`` with every registered kind's columns a reader holds
+    (:data:`~snnbench.records.schema.READ_SUMMARY_COLUMNS`): its rows' kind in :data:`KIND`,
+    a column another kind has "" (text) or NaN (a number) on them."""
+    floats, ints, _ = summary_types(None)
+    numbers = {*floats, *ints}
+    frame = frame.copy()
+    frame[KIND] = _kinds_of(frame)
+    for column in (READ_SAMPLE_COLUMNS if samples else READ_SUMMARY_COLUMNS):
+        if column not in frame.columns:
+            frame[column] = float("nan") if column in numbers else ""
+    return frame
+
+
 @dataclass
 class Run:
     """One run folder, loaded (:func:`snnbench.store.rundir.load_run`).
 
-    ``summary`` has every column of :data:`snnbench.SUMMARY_COLUMNS` (text columns with ""
-    for missing values, numeric columns as floats/ints with NaN). ``samples`` is None when the run
-    kept no raw samples.
+    ``summary`` has every column of
+    :data:`~snnbench.records.schema.READ_SUMMARY_COLUMNS` (every registered workload kind's,
+    ``kind`` included; text columns with "" for missing values, numeric columns as floats/ints
+    with NaN, a column of another kind than a row's blank on it). ``samples`` is None when the
+    run kept no raw samples.
     """
 
     path: Path

@@ -3,14 +3,18 @@
 A config has three parts::
 
     [run]        # how to measure: adapters, device, repeats, warm-up, timeout...
-    [network]    # NetworkSpec fields shared by every case (scalars)
-    [[sweep]]    # zero or more tables; each key is a NetworkSpec field with a list of values,
+    [network]    # the workload's fields shared by every case (scalars): a Linear+LIF
+                 # network's (NetworkSpec), or with ``graph = "net.nir"`` a NIR graph's choices
+    [[sweep]]    # zero or more tables; each key is such a field with a list of values,
                  # and the cases are the union over tables of each table's cartesian product
     [environments.NAME]   # zero or more library environments layered over the base one:
     requirements = ["spikingjelly==0.0.0.0.14", "cupy-cuda12x"]   # selected as adapter@NAME
     [executor]   # optional: where the cases run (snnbench.executors.settings)
 
-Unknown keys anywhere are errors: a typo must never silently fall back to a default.
+Unknown keys anywhere are errors: a typo must never silently fall back to a default. The
+workload kind owns its fields (:meth:`~snnbench.workload.Workload.from_config`): the kind whose
+``config_key`` the tables hold (``graph``: ``nir-graph``), else ``linear-lif``. A relative
+graph path is relative to the config file's folder.
 """
 
 from __future__ import annotations
@@ -41,8 +45,7 @@ from snnbench.records.sampling import (
     check,
 )
 from snnbench.records.schema import TIMED_PHASES
-from snnbench.workload import LinearLif, Workload
-from snnbench.workload.linear_lif.spec import NetworkSpec, SpecError
+from snnbench.workload.base import Workload, config_kind, marked_kind
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "auto")
 #: the most a config file may hold: the shipped ones are a few KiB
@@ -50,7 +53,6 @@ CONFIG_MAX_BYTES = 1 << 20
 #: how idle CPU threads wait (``[run] thread_wait``): ``passive`` sleeps at once
 #: (OMP_WAIT_POLICY=PASSIVE), ``active`` spins, ``library`` leaves each library's default
 THREAD_WAITS: tuple[str, ...] = ("passive", "active", "library")
-SPEC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(NetworkSpec))
 #: environment variables of snnbench's own that take one of a few values (read, as the
 #: adapter reads it, stripped and in lower case): the values snnbench/fused/gemm.py accepts
 CHOICE_VARIABLES: dict[str, tuple[str, ...]] = {"SNNBENCH_FUSED_CPU_GEMM": ("onednn", "blas")}
@@ -209,7 +211,8 @@ def _config_error(exc: ValidationError, name: str) -> ConfigError:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """A whole sweep: settings, shared network fields and the sweep tables."""
+    """A whole sweep: settings, shared network fields and the sweep tables (a relative path
+    among them already made absolute: :meth:`from_dict` does)."""
 
     run: RunSettings = field(default_factory=RunSettings)
     network: Mapping[str, Any] = field(default_factory=dict)
@@ -218,25 +221,31 @@ class RunConfig:
     environments: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
 
+    @property
+    def kind(self) -> type[Workload]:
+        """The workload kind of every case: the one the network tables' keys name."""
+        return config_kind(_keys(self.network, self.sweeps))
+
     def cases(self) -> list[Workload]:
         """Every distinct case, in sweep order (duplicates across tables are dropped)."""
+        kind = self.kind
         tables = self.sweeps or ({},)
         seen: set[str] = set()
-        specs: list[NetworkSpec] = []
+        workloads: list[Workload] = []
         for table in tables:
             keys = list(table)
             for values in itertools.product(*(table[k] for k in keys)):
                 fields = {**self.network, **dict(zip(keys, values, strict=True))}
                 try:
-                    spec = NetworkSpec.from_dict(fields)
-                except SpecError as exc:
+                    workload = kind.from_config(fields)
+                except UserError as exc:
                     raise ConfigError(str(exc)) from exc
                 except TypeError as exc:
                     raise ConfigError(f"invalid network field: {exc}") from exc
-                if spec.case_id not in seen:
-                    seen.add(spec.case_id)
-                    specs.append(spec)
-        return [LinearLif(spec) for spec in specs]
+                if workload.case_id not in seen:
+                    seen.add(workload.case_id)
+                    workloads.append(workload)
+        return workloads
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what the manifest stores and ``--resume`` reloads)."""
@@ -250,8 +259,11 @@ class RunConfig:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "config") -> RunConfig:
-        """Validate plain data (parsed TOML or a manifest's config)."""
+    def from_dict(cls, data: Mapping[str, Any], source: str = "config",
+                  folder: Path | None = None) -> RunConfig:
+        """Validate plain data (parsed TOML or a manifest's config); a relative path among
+        the network fields is relative to ``folder`` (the config file's; default: the
+        current one)."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: a config must be a table, got {shown(data)}")
         tables = {"run", "network", "sweep", "environments", "executor"}
@@ -262,13 +274,17 @@ class RunConfig:
                 "environments, executor)"
             )
         run = _run_settings(data.get("run", {}), source)
-        network = _network(data.get("network", {}), source)
+        network_raw = data.get("network", {})
+        if not isinstance(network_raw, Mapping):
+            raise ConfigError(f"{source}: [network] must be a table")
         sweeps_raw = data.get("sweep", [])
         if isinstance(sweeps_raw, Mapping):
             sweeps_raw = [sweeps_raw]
         if not isinstance(sweeps_raw, list):
             raise ConfigError(f"{source}: 'sweep' must be a list of tables ([[sweep]])")
-        sweeps = tuple(_sweep_table(t, source) for t in sweeps_raw)
+        kind = config_kind(_keys(network_raw, [t for t in sweeps_raw if isinstance(t, Mapping)]))
+        network = _network(network_raw, source, kind, folder)
+        sweeps = tuple(_sweep_table(t, source, kind, folder) for t in sweeps_raw)
         environments = _environments(data.get("environments", {}), source)
         executor = ExecutorSettings.from_dict(data.get("executor"), source)
         config = cls(run=run, network=network, sweeps=sweeps, environments=environments,
@@ -282,20 +298,27 @@ class RunConfig:
         """Command-line overrides: run settings, and network fields given as lists of values.
 
         A network override applies to every case: it replaces that field in every sweep table.
+        Overrides that name another workload kind (``graph``: ``run --network G.nir`` over a
+        Linear+LIF config) keep the config's fields that kind shares (T, B, the reset...) and
+        leave out the others (``neurons``...); a relative path is relative to the current
+        folder.
         """
         run_fields = {**dataclasses.asdict(self.run), **run}
         try:
             settings = RunSettings(**run_fields)
         except TypeError as exc:
             raise ConfigError(str(exc)) from exc
-        network = dict(self.network)
-        sweeps = [dict(t) for t in self.sweeps] or [{}]
+        kind = marked_kind(network_lists) or self.kind
+        known = kind.config_fields()
+        network = {k: v for k, v in self.network.items() if k in known}
+        sweeps = [{k: v for k, v in t.items() if k in known} for t in self.sweeps] or [{}]
         for key, values in network_lists.items():
-            if key not in SPEC_FIELDS:
-                raise ConfigError(f"unknown network field {key!r}")
+            if key not in known:
+                where = "" if kind is self.kind else f" of a {kind.kind} workload"
+                raise ConfigError(f"unknown network field {key!r}{where}")
             network.pop(key, None)
             for table in sweeps:
-                table[key] = tuple(values)
+                table[key] = tuple(_resolved(kind, key, v, None) for v in values)
         config = RunConfig(
             run=settings, network=network, sweeps=tuple(t for t in sweeps if t),
             environments=self.environments,
@@ -330,40 +353,52 @@ def _run_settings(raw: Any, source: str) -> RunSettings:
         raise ConfigError(f"{source}: {exc}") from exc
 
 
-def _spec_keys_known(raw: Mapping[Any, Any], table: str, source: str) -> None:
-    """Refuse a key of ``table`` that is no NetworkSpec field."""
-    unknown = sorted(str(k) for k in set(raw) - set(SPEC_FIELDS))
+def _keys(network: Mapping[Any, Any], sweeps: Sequence[Mapping[Any, Any]]) -> set[str]:
+    """Every key of the network tables (which name the workload kind)."""
+    return {str(k) for table in (network, *sweeps) for k in table}
+
+
+def _resolved(kind: type[Workload], key: str, value: Any, folder: Path | None) -> Any:
+    """``value`` of ``key`` as the config keeps it (a path made absolute against ``folder``,
+    default: the current one): the kind's :meth:`~snnbench.workload.Workload.config_value`."""
+    return kind.config_value(key, value, None if folder is None else str(folder))
+
+
+def _keys_known(raw: Mapping[Any, Any], table: str, source: str, kind: type[Workload]) -> None:
+    """Refuse a key of ``table`` that is no field of the workload kind."""
+    fields = kind.config_fields()
+    unknown = sorted(str(k) for k in set(raw) - set(fields))
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) in {table}: {', '.join(unknown)} "
-            f"(known: {', '.join(SPEC_FIELDS)})"
+            f"(known: {', '.join(fields)})"
         )
 
 
-def _network(raw: Any, source: str) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{source}: [network] must be a table")
-    _spec_keys_known(raw, "[network]", source)
+def _network(raw: Mapping[Any, Any], source: str, kind: type[Workload],
+             folder: Path | None) -> dict[str, Any]:
+    _keys_known(raw, "[network]", source, kind)
     # each value on its own, also one that every [[sweep]] table overrides: it is still
     # recorded in the manifest, so it must be a valid value of its field
     for key, value in raw.items():
         try:
-            NetworkSpec.from_dict({key: value})
-        except SpecError as exc:
+            kind.check_config_value(key, value)
+        except UserError as exc:
             raise ConfigError(f"{source}: [network] {exc}") from exc
-    return dict(raw)
+    return {key: _resolved(kind, key, value, folder) for key, value in raw.items()}
 
 
-def _sweep_table(raw: Any, source: str) -> dict[str, tuple[Any, ...]]:
+def _sweep_table(raw: Any, source: str, kind: type[Workload],
+                 folder: Path | None) -> dict[str, tuple[Any, ...]]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: each [[sweep]] must be a table")
-    _spec_keys_known(raw, "[[sweep]]", source)
+    _keys_known(raw, "[[sweep]]", source, kind)
     table: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
         values = tuple(value) if isinstance(value, list) else (value,)
         if not values:
             raise ConfigError(f"{source}: [[sweep]] {key} is an empty list")
-        table[key] = values
+        table[key] = tuple(_resolved(kind, key, v, folder) for v in values)
     return table
 
 
@@ -434,7 +469,7 @@ def load_config(path: Path) -> RunConfig:
             f"{path}: the config is empty; give at least one of [run], [network], [[sweep]] "
             "(leave out --config for the default sweep)"
         )
-    return RunConfig.from_dict(raw, source=str(path))
+    return RunConfig.from_dict(raw, source=str(path), folder=path.parent)
 
 
 def builtin_configs() -> tuple[str, ...]:

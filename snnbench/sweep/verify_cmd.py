@@ -27,9 +27,12 @@ from snnbench.sweep.planning.messages import NotifyCallback
 from snnbench.sweep.planning.tasks import Task, build_environments, plan_tasks, resolve_device
 
 # VerifyRequest re-exported: scripts and tests import the request from the command's module
-from snnbench.sweep.verify_request import DETACH_CHOICES, DEVICES, VerifyRequest as VerifyRequest
-from snnbench.workload import LinearLif, LinearLifKnobs
-from snnbench.workload.linear_lif.neuron import RESET_MODES
+from snnbench.sweep.verify_request import (
+    DETACH_CHOICES,
+    DEVICES,
+    RESET_MODES,
+    VerifyRequest as VerifyRequest,
+)
 
 #: verify's scratch folder in the temporary folder: ``snnbench-verify-<pid>-<random>``
 SCRATCH_PREFIX = "snnbench-verify-"
@@ -59,11 +62,13 @@ def run_verification(
             replace(task, workload=task.workload.shortened(config.run.verify_time_steps))
             for task in plan_tasks(config, entries, resolve_device(config.run.device))))
     else:
+        # a graph's size is its file's: --neurons chooses Linear+LIF cases only
+        sizes = {} if request.graph else {"neurons": request.neurons}
         config = RunConfig(
             run=RunSettings(adapters=request.adapters, device=request.device,
                             timeout_s=request.timeout_s, wheelhouse=request.wheelhouse),
             network=request.network(),
-            sweeps=({"reset": request.resets, "neurons": request.neurons,
+            sweeps=({"reset": request.resets, **sizes,
                      "detach_reset": DETACH_CHOICES[request.detach_reset]},),
         )
         tasks = plan_tasks(config, entries, request.device)
@@ -95,31 +100,27 @@ def run_verification(
 
 
 def _supported_detach(task: Task, entries: dict[str, Any]) -> Task:
+    """``--detach-reset auto``: the task with the reset rule its adapter supports."""
     cls = entries[task.adapter].adapter_class
     if cls is None:
         return task
-    knobs = as_v2(cls()).capabilities(task.variant).knobs(LinearLif.kind)
-    allowed = knobs.detach_reset if isinstance(knobs, LinearLifKnobs) else ()
-    if not isinstance(task.workload, LinearLif):
-        return task
-    spec = task.workload.spec
-    if spec.detach_reset in allowed or not allowed:
-        return task
-    return replace(task, workload=LinearLif(spec.replace(detach_reset=allowed[0])))
+    workload = task.workload
+    knobs = as_v2(cls()).capabilities(task.variant).knobs(workload.kind)
+    narrowed = workload.with_supported(knobs, ("detach_reset",))
+    return task if narrowed is workload else replace(task, workload=narrowed)
 
 
 def _check(task: Task, config: RunConfig, entries: dict[str, Any], request: VerifyRequest,
            largest: int, tmp: Path) -> CaseRecord:
     dump_path = ""
     if request.dump_dir is not None and task.workload.size == largest:
-        params = task.workload.params()
-        detach = ("" if request.detach_reset != "both" or params.get("detach_reset", True)
-                  else "-nodetach")
+        workload = task.workload
+        varied = ("detach_reset",) if request.detach_reset == "both" else ()
         env = f"@{task.environment.name}" if task.environment.name else ""
         # a config's cases may differ in any field: its case id keeps their dumps apart
-        case = f"-{task.workload.case_id}" if request.config is not None else ""
-        name = file_safe(f"{task.adapter}{env}-{task.variant}-{params.get('reset', '')}"
-                         f"{detach}{case}.npz")
+        case = f"-{workload.case_id}" if request.config is not None else ""
+        name = file_safe(f"{task.adapter}{env}-{task.variant}-{workload.verify_tag(varied)}"
+                         f"{case}.npz")
         dump_path = str((request.dump_dir / name).resolve())
     try:
         adapter = entries[task.adapter].create()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -157,6 +158,10 @@ class Workload(ABC):
     #: how a column beyond :attr:`key_columns` reads in a label when it varies between the
     #: cases read together (``surrogate={}``), in :attr:`columns` order
     network_formats: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: network columns said in a label only where two cases of equal :attr:`key_columns`
+    #: differ in them (a graph's content hash: two files of one name), not where the key
+    #: already tells the cases apart
+    tied_columns: ClassVar[tuple[str, ...]] = ()
     #: the parameters the wide table of a run (``show``) lists after the dtype, with their
     #: headers: ``(("neurons", "n"), ("batch_size", "B"), ...)``
     shown_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -168,6 +173,14 @@ class Workload(ABC):
     #: how a group of cases that differ only in :attr:`size_param` reads (:meth:`group_label`),
     #: joined by ", "
     group_parts: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    #: the key whose presence in a config's ``[network]`` or ``[[sweep]]`` tables makes its
+    #: cases this kind (``graph`` for ``nir-graph``); "" for the default kind, which a config
+    #: naming no such key plans
+    config_key: ClassVar[str] = ""
+    #: the config keys that are file paths: a relative one is relative to the config file's
+    #: folder (made absolute when the config is read, so the manifest holds where it was)
+    config_paths: ClassVar[tuple[str, ...]] = ()
 
     @property
     @abstractmethod
@@ -194,6 +207,64 @@ class Workload(ABC):
         """The workload of the parameters object a job or a record holds (already checked
         when it was read): by default through :meth:`from_params` of its ``to_dict()``."""
         return cls.from_params(stored.to_dict())
+
+    @classmethod
+    def config_fields(cls) -> tuple[str, ...]:
+        """The keys a config's ``[network]`` and ``[[sweep]]`` tables may hold for this kind,
+        in the order an error message lists them (default: none)."""
+        return ()
+
+    @classmethod
+    def config_defaults(cls) -> dict[str, Any]:
+        """The value each of :meth:`config_fields` takes when a config does not give it (a
+        field without one, such as a graph's ``dt``, is left out)."""
+        return {}
+
+    @classmethod
+    def config_choices(cls) -> dict[str, tuple[Any, ...]]:
+        """The values each field with a fixed menu (``reset``...) may take."""
+        return {}
+
+    @classmethod
+    def from_config(cls, fields: Mapping[str, Any]) -> Workload:
+        """The workload of one case of a config: its ``[network]`` fields overlaid with one
+        combination of its ``[[sweep]]`` values; a bad value raises a one-line
+        :class:`UserError` (default: :meth:`from_params`)."""
+        return cls.from_params(fields)
+
+    @classmethod
+    def config_value(cls, key: str, value: Any, folder: str | None) -> Any:
+        """``value`` of the config key ``key`` as the config keeps it: a path of
+        :attr:`config_paths` made absolute against ``folder`` (the config file's; None: the
+        current folder), so that a worker finds the file from wherever it runs and a resumed
+        run from wherever it is resumed."""
+        if key not in cls.config_paths or not isinstance(value, str) or not value.strip():
+            return value
+        path = os.path.expanduser(value)
+        return os.path.abspath(path if folder is None else os.path.join(folder, path))
+
+    @classmethod
+    def check_config_value(cls, key: str, value: Any) -> None:
+        """Refuse ``value`` for the config key ``key`` on its own (a :class:`UserError`
+        naming it): a ``[network]`` value every ``[[sweep]]`` table overrides is still
+        recorded, so it must be valid (default: no check)."""
+
+    def with_supported(self, knobs: Knobs | None, fields: Iterable[str]) -> Workload:
+        """This case with each of ``fields`` that ``knobs`` cannot honour set to the first
+        value they can (``verify --detach-reset auto``: the rule an adapter supports); the
+        knobs' attribute of the field's name lists the values (none listed: unchanged)."""
+        params = self.params()
+        changes: dict[str, Any] = {}
+        for name in fields:
+            allowed = tuple(getattr(knobs, name, ()) or ())
+            if allowed and params.get(name) not in allowed:
+                changes[name] = allowed[0]
+        return type(self).from_params({**params, **changes}) if changes else self
+
+    def verify_tag(self, varied: Iterable[str]) -> str:
+        """How ``verify --dump`` names this case's file after its adapter and variant, among
+        checks that vary ``varied`` (default: its case id)."""
+        return self.case_id
 
     @abstractmethod
     def make_data(self) -> Any:
@@ -466,6 +537,21 @@ def workload_class(kind: str) -> type[Workload]:
     except (KeyError, TypeError):
         raise WorkloadError(f"unknown workload kind {shown(kind)} "
                             f"(known: {', '.join(_KINDS)})") from None
+
+
+def config_kind(keys: Iterable[str]) -> type[Workload]:
+    """The kind a config's network tables make, from the keys they hold: the registered kind
+    whose :attr:`~Workload.config_key` is among them, else :data:`DEFAULT_KIND`."""
+    return marked_kind(keys) or workload_class(DEFAULT_KIND)
+
+
+def marked_kind(keys: Iterable[str]) -> type[Workload] | None:
+    """The registered kind whose :attr:`~Workload.config_key` is among ``keys``, else None."""
+    given = set(keys)
+    for cls in _KINDS.values():
+        if cls.config_key and cls.config_key in given:
+            return cls
+    return None
 
 
 def row_workload_class(row: Any) -> type[Workload]:

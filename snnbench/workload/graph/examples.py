@@ -20,6 +20,8 @@ every layer spikes on a unit Gaussian input.
 from __future__ import annotations
 
 import itertools
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,3 +193,53 @@ def export_graph(path: str | Path, example: str = "linear-lif", spec: NetworkSpe
         raise GraphError(f"the network flags describe a Linear+LIF stack; example {example!r} "
                          "is its own network")
     return write_example(example, path)
+
+
+#: how a config or ``--network`` names a shipped example instead of a file
+#: (``graph = "example:shd-mlp"``)
+EXAMPLE_PREFIX = "example:"
+
+
+def example_name(value: str) -> str | None:
+    """The example a graph value names (``example:conv`` → ``conv``), else None (a path)."""
+    return value[len(EXAMPLE_PREFIX):] if value.startswith(EXAMPLE_PREFIX) else None
+
+
+def examples_folder() -> Path:
+    """Where examples named in a config are written once: ``graphs/`` under
+    ``$SNNBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/snnbench`` (``~/.cache/snnbench``), the
+    probe cache's folder."""
+    if os.environ.get("SNNBENCH_CACHE_DIR"):
+        root = Path(os.environ["SNNBENCH_CACHE_DIR"]).expanduser()
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "snnbench"
+    return (root / "graphs").absolute()
+
+
+def example_file(name: str) -> Path:
+    """The example ``name`` as a file, written on first use (the code makes it from a seed,
+    so every copy holds the same graph; a file there is reused as it is, and a worker
+    checks its content against the case's hash)."""
+    if name not in EXAMPLES:
+        raise GraphError(f"unknown example graph {name!r} (known: {', '.join(EXAMPLES)})")
+    folder = examples_folder()
+    target = folder / f"{name}.nir"
+    if target.is_file():
+        return target
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # written beside, then renamed: a reader never sees half a file, and two processes
+        # writing at once leave one whole file
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".nir", dir=folder)
+        os.close(fd)
+        os.unlink(tmp)
+        try:
+            write_graph(EXAMPLES[name](), tmp)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:
+        raise GraphError(f"cannot write example graph {name!r} into {str(folder)!r}: "
+                         f"{exc.strerror or exc}") from None
+    return target

@@ -17,8 +17,8 @@ import functools
 import hashlib
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,6 +33,9 @@ from snnbench.workload.base import (
     Workload,
     WorkloadError,
     first_unsupported,
+    json_flag,
+    json_float,
+    json_int,
     register,
 )
 from snnbench.workload.graph.compare import compare_graph
@@ -109,20 +112,53 @@ class NirGraph(Workload):
     kind: ClassVar[str] = KIND
     version: ClassVar[int] = 1
     size_param: ClassVar[str] = "neurons"
+    size_axis: ClassVar[str] = "neurons (n)"
+    size_symbol: ClassVar[str] = "n"
+    #: the file's name is the table column ``graph_name``: a run folder's tables derive a
+    #: column ``network`` of their own (the network fields that vary), which it must not shadow
     columns: ClassVar[tuple[str, ...]] = (
-        "network", "neurons", "batch_size", "time_steps", "dt", "reset", "discretisation",
-        "surrogate", "surrogate_slope", "detach_reset", "input_kind", "input_std",
-        "input_rate", "seed", "dtype", "graph", "graph_hash", "node_kinds",
+        "dtype", "graph_name", "neurons", "batch_size", "time_steps", "dt", "reset",
+        "discretisation", "surrogate", "surrogate_slope", "detach_reset", "input_kind",
+        "input_std", "input_rate", "seed", "graph", "graph_hash", "node_kinds",
+    )
+    key_columns: ClassVar[tuple[str, ...]] = columns[:8]
+    int_columns: ClassVar[tuple[str, ...]] = ("neurons", "batch_size", "time_steps")
+    float_columns: ClassVar[tuple[str, ...]] = ("dt", "surrogate_slope", "input_std",
+                                                "input_rate")
+    network_formats: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("surrogate", "surrogate={}"), ("surrogate_slope", "slope={}"),
+        ("detach_reset", "detach_reset={}"), ("input_kind", "input={}"),
+        ("input_std", "input_std={}"), ("input_rate", "input_rate={}"), ("seed", "seed={}"),
+        ("graph_hash", "graph={:.8}"),
+    )
+    #: two graphs of one name and size are told apart by their content in words
+    tied_columns: ClassVar[tuple[str, ...]] = ("graph_hash",)
+    shown_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("graph_name", "graph"), ("neurons", "n"), ("batch_size", "B"), ("time_steps", "T"),
+        ("dt", "dt"), ("reset", "reset"), ("discretisation", "step"),
+        ("surrogate", "surrogate"), ("surrogate_slope", "slope"),
+        ("detach_reset", "detach reset"), ("input_kind", "input"),
     )
     label_parts: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("device", "{}"), ("dtype", "{}"), ("network", "{}"), ("neurons", "n={}"),
-        ("batch_size", "B={}"), ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "{}"),
+        ("device", "{}"), ("graph_name", "{}"), ("neurons", "n={}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "{}"), ("discretisation", "{}"),
+        ("dtype", "{}"),
+    )
+    #: a group is one graph: two graphs of one neuron count never share a plot's panel
+    group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("device", "{}"), ("dtype", "{}"), ("graph_name", "{}"), ("batch_size", "B={}"),
+        ("time_steps", "T={}"), ("dt", "dt={}"), ("reset", "reset={}"),
         ("discretisation", "{}"),
     )
-    group_parts: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("device", "{}"), ("dtype", "{}"), ("batch_size", "B={}"), ("time_steps", "T={}"),
-        ("dt", "dt={}"), ("reset", "reset={}"), ("discretisation", "{}"),
+    verify_columns: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("network", "network"), ("reset", "reset"), ("detach_reset", "detach"),
+        ("neurons", "n"), ("time_steps", "T"), ("batch_size", "B"), ("dt", "dt"),
+        ("discretisation", "step"), ("dtype", "dtype"), ("surrogate", "surrogate"),
+        ("surrogate_slope", "slope"), ("input_kind", "input"),
     )
+
+    config_key: ClassVar[str] = "graph"
+    config_paths: ClassVar[tuple[str, ...]] = ("graph",)
 
     def __post_init__(self) -> None:
         from snnbench.workload.linear_lif.spec import (
@@ -188,6 +224,76 @@ class NirGraph(Workload):
         check_time_step(graph, workload.dt, workload.discretisation)
         return workload
 
+    # -- made from a config -----------------------------------------------------------------
+    @classmethod
+    def config_fields(cls) -> tuple[str, ...]:
+        """``graph`` (the file) and every choice the file leaves open."""
+        return ("graph", *(f.name for f in fields(cls) if f.name not in _FROM_FILE))
+
+    @classmethod
+    def config_defaults(cls) -> dict[str, Any]:
+        """The choices' defaults (``graph`` and ``dt`` have none)."""
+        return {f.name: f.default for f in fields(cls)
+                if f.name not in _FROM_FILE and f.default is not MISSING}
+
+    @classmethod
+    def config_choices(cls) -> dict[str, tuple[Any, ...]]:
+        """The menus of the text choices."""
+        from snnbench.workload.linear_lif.spec import SURROGATES
+
+        return {"reset": neuron.RESET_MODES, "discretisation": DISCRETISATIONS,
+                "surrogate": SURROGATES, "input_kind": INPUT_KINDS, "dtype": GRAPH_DTYPES}
+
+    @classmethod
+    def config_value(cls, key: str, value: Any, folder: str | None) -> Any:
+        """A graph's path made absolute; ``example:NAME`` (a shipped example) kept as it is."""
+        from snnbench.workload.graph.examples import example_name
+
+        if key == "graph" and isinstance(value, str) and example_name(value) is not None:
+            return value
+        return super().config_value(key, value, folder)
+
+    @classmethod
+    def from_config(cls, fields: Mapping[str, Any]) -> NirGraph:
+        """The graph file of ``graph`` (or the shipped example of ``example:NAME``, written
+        once into the cache folder) read with the other fields as its choices
+        (:meth:`from_file`: every defect one :class:`GraphError` line)."""
+        from snnbench.workload.graph.examples import example_file, example_name
+
+        choices = dict(fields)
+        path = choices.pop("graph", None)
+        if path is None:
+            raise GraphError("graph is missing: name the NIR file (graph = \"net.nir\")")
+        cls.check_config_value("graph", path)
+        example = example_name(path)
+        if example is not None:
+            if choices.get("dt") is None:  # before a file is written
+                raise GraphError("dt is missing: a NIR graph states no time step; give one "
+                                 "(seconds, e.g. dt = 1e-3)")
+            path = str(example_file(example))
+        return cls.from_file(path, **choices)
+
+    @classmethod
+    def check_config_value(cls, key: str, value: Any) -> None:
+        """``graph`` must be a path (text); any other choice is checked as the workload
+        checks it, on a stand-in for a file."""
+        if key == "graph":
+            if not isinstance(value, str) or not value.strip():
+                raise GraphError(f"graph must be the path of a NIR file, got {shown(value)}")
+            return
+        known = set(cls.config_fields())
+        if key not in known:
+            raise GraphError(f"unknown graph setting {key!r} (known: {', '.join(sorted(known))})")
+        stand_in: dict[str, Any] = {"graph": "-", "network": "-", "graph_hash": "-",
+                                    "neurons": 1, "node_kinds": "LIF", "dt": 1.0}
+        cls(**{**stand_in, key: value})
+
+    def verify_tag(self, varied: Iterable[str]) -> str:
+        """The network's name and reset, and ``-nodetach`` for a check without the detached
+        reset when verify checks both rules (``shd-mlp-zero-nodetach``)."""
+        detach = "-nodetach" if "detach_reset" in set(varied) and not self.detach_reset else ""
+        return f"{self.network}-{self.reset}{detach}"
+
     # -- identity and words ----------------------------------------------------------------
     @property
     def case_id(self) -> str:
@@ -196,11 +302,29 @@ class NirGraph(Workload):
         text = json.dumps({"kind": KIND, "version": self.version, **body}, sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
-    @property
-    def label(self) -> str:
-        """``shd-mlp n=532 B=16 T=100 dt=0.001 subtract euler float32``."""
-        return (f"{self.network} n={self.neurons} B={self.batch_size} T={self.time_steps} "
-                f"dt={self.dt:g} {self.reset} {self.discretisation} {self.dtype}")
+    @classmethod
+    def cells(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The table cells of ``params``: the file's name (``network``) under the column
+        ``graph_name``."""
+        return super().cells({**params, "graph_name": params["network"]})
+
+    @classmethod
+    def typed_params(cls, row: Any) -> dict[str, Any]:
+        """The graph of a summary row as ``show --format json`` writes it
+        (``snnbench/schemas/show.schema.json``): the fields a ``linear-lif`` row has under the
+        same names (``n``: the graph's neurons; ``layers`` and ``bias`` null: a graph states
+        them per node), then the graph's own (``kind``, ``graph_name``, ``graph_hash``,
+        ``dt``, ``discretisation``)."""
+        return {
+            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
+            "time_steps": json_int(row["time_steps"]), "layers": None,
+            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
+            "surrogate_slope": json_float(row["surrogate_slope"]),
+            "detach_reset": json_flag(row["detach_reset"]), "bias": None,
+            "input_kind": str(row["input_kind"]), "kind": KIND,
+            "graph_name": str(row["graph_name"]), "graph_hash": str(row["graph_hash"]),
+            "dt": json_float(row["dt"]), "discretisation": str(row["discretisation"]),
+        }
 
     def params(self) -> dict[str, Any]:
         """Every field, as plain data."""

@@ -10,7 +10,7 @@ which an adapter of the plugin API v2 returns its gradients.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
@@ -38,9 +38,12 @@ from snnbench.workload.linear_lif.equivalence import (
 )
 from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
 from snnbench.workload.linear_lif.spec import (
+    DTYPES,
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
+    MATMUL_PRECISIONS,
     RESET_MODES,
+    SURROGATES,
     CaseData,
     FloatArray,
     NetworkSpec,
@@ -165,6 +168,41 @@ class LinearLif(Workload):
     def from_params(cls, params: Mapping[str, Any]) -> LinearLif:
         """The workload of a spec's fields (:meth:`NetworkSpec.from_dict`'s checks)."""
         return cls(NetworkSpec.from_dict(params))
+
+    # -- made from a config -----------------------------------------------------------------
+    @classmethod
+    def config_fields(cls) -> tuple[str, ...]:
+        """Every field of the spec, in its order."""
+        return tuple(f.name for f in fields(NetworkSpec))
+
+    @classmethod
+    def config_defaults(cls) -> dict[str, Any]:
+        """The spec's defaults."""
+        return {f.name: f.default for f in fields(NetworkSpec)}
+
+    @classmethod
+    def config_choices(cls) -> dict[str, tuple[Any, ...]]:
+        """The menus of the spec's text fields."""
+        return {"dtype": DTYPES, "reset": RESET_MODES, "surrogate": SURROGATES,
+                "input_kind": INPUT_KINDS, "matmul_precision": MATMUL_PRECISIONS}
+
+    @classmethod
+    def from_config(cls, fields: Mapping[str, Any]) -> LinearLif:
+        """The spec of a case's fields (:meth:`NetworkSpec.from_dict`: a ``SpecError`` for a
+        bad value, ``TypeError`` for a field of no spec)."""
+        return cls(NetworkSpec.from_dict(fields))
+
+    @classmethod
+    def check_config_value(cls, key: str, value: Any) -> None:
+        """The spec's own check of one field."""
+        NetworkSpec.from_dict({key: value})
+
+    def verify_tag(self, varied: Iterable[str]) -> str:
+        """The reset, and ``-nodetach`` for a check without the detached reset when verify
+        checks both rules (``subtract``, ``zero-nodetach``)."""
+        detach = "-nodetach" if "detach_reset" in set(varied) and not self.spec.detach_reset \
+            else ""
+        return f"{self.spec.reset}{detach}"
 
     @classmethod
     def from_stored(cls, stored: Any) -> LinearLif:
