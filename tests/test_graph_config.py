@@ -224,18 +224,16 @@ def test_dt_is_a_graphs(tmp_path: Path) -> None:
 
 
 def test_verify_a_graph_end_to_end(tmp_path: Path) -> None:
-    """``verify --network G.nir --dt 1e-3 --adapters torch``: torch's rows are checked against
-    the graph's reference once torch builds graphs, and until then skipped with a reason
-    naming the workload kind; either way the table has the graph's columns."""
+    """``verify --network G.nir --dt 1e-3 --adapters torch``: torch builds the graph natively
+    and its check matches the graph's reference; the table has the graph's columns, and the
+    Linear+LIF columns a graph check leaves empty do not appear in its title."""
     path = write_example("cuba-mlp", tmp_path / "cuba.nir")
     result = _invoke(["verify", "--network", str(path), "--dt", "1e-3", "--adapters", "torch",
                       "--steps", "10", "--batch-size", "2", "--reset", "zero"])
     assert "Traceback" not in result.stdout + result.stderr
     assert "torch cuba n=138 B=2 T=10 dt=0.001 zero euler float32" in result.stderr
-    if "skipped" in result.stderr:
-        assert result.exit_code == 2
-        words = " ".join((result.stdout + result.stderr).split())
-        assert "workload kind 'nir-graph' not supported" in words
-    else:
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        assert "OK: 1 of 1 checks matched the reference" in result.stdout
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "OK: 1 of 1 checks matched the reference" in result.stdout
+    words = " ".join(result.stdout.split())
+    assert "network=cuba" in words and "dt=0.001" in words
+    assert "rel err dW=" not in words and "cos db=" not in words

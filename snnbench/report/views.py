@@ -319,8 +319,11 @@ def verify_document(rows: list[tuple[str, ...]], precision: str,
             if h in ("adapter", "status", "spikes", "cos dW")
             or len({r[i] for r in checked}) > 1 or (h == "1st diff" and checked
                                                    and checked[0][i] != "none")]
+    # a column empty on every row (a graph check has no ``rel err dW`` or ``cos db``) says
+    # nothing: not "rel err dW=" in the title
     fixed = [f"{headers[i]}={checked[0][i]}" for i in range(len(headers) - 1)
-             if checked and i not in keep and headers[i] not in ("1st diff",)]
+             if checked and i not in keep and headers[i] not in ("1st diff",)
+             and checked[0][i] != ""]
     shown = [f"precision={precision}"] if precision != "strict" else []
     title = "equivalence with the reference: " + " ".join([*fixed, *shown])
     # the notes' column only when a check has a note: an empty "#" column says nothing
