@@ -261,7 +261,7 @@ def test_a_variant_without_a_graph_build_does_not_declare_the_kind() -> None:
     assert declared["fused"] == ["default"]
     # lava-dl declares the kind (an approximate build: tests/test_lava_dl_graph.py)
     assert entries["lava-dl"].create().capabilities("default").knobs("nir-graph") is not None
-    for name in ("norse-compile", "torch-cudagraph", "null", "floor"):
+    for name in ("norse-compile", "torch-cudagraph", "floor"):
         caps = entries[name].create().capabilities("default")
         assert caps.knobs("nir-graph") is None
 

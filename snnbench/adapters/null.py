@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from snnbench import adapter as v1, api
+from snnbench.workload.graph.nodes import NODE_TYPES
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -59,10 +60,10 @@ def zero_gradients(n: int, layers: int) -> tuple[list[FloatArray], list[FloatArr
 class NullModel(api.Model):
     """A model whose every call returns at once; only :meth:`synchronize` waits (on CUDA)."""
 
-    def __init__(self, workload: api.LinearLif, device: str) -> None:
+    def __init__(self, workload: api.Workload, data: Any, device: str) -> None:
         self.workload = workload
-        self.shape = workload.spec.input_shape()
-        self.layers = workload.spec.layers
+        self.data = data
+        self.shape = workload.output_shape()
         self._sync: Any = None
         if device == "cuda":
             import torch
@@ -92,7 +93,12 @@ class NullModel(api.Model):
 
     def gradients(self) -> dict[str, FloatArray]:
         """Zeros of the gradient shapes, by parameter name: the probe computes no gradients."""
-        return self.workload.gradients_by_name(*zero_gradients(self.shape[2], self.layers))
+        if isinstance(self.workload, api.LinearLif):
+            spec = self.workload.spec
+            return self.workload.gradients_by_name(*zero_gradients(spec.neurons, spec.layers))
+        # a graph's arrays by ``node.field`` (GraphData.params)
+        params = getattr(self.data, "params", {})
+        return {name: np.zeros_like(value, dtype=np.float32) for name, value in params.items()}
 
 
 class NullAdapter(api.Adapter):
@@ -106,10 +112,12 @@ class NullAdapter(api.Adapter):
     description = "does nothing but synchronize: the harness's own overhead per sample"
 
     def capabilities(self, variant: str) -> api.Capabilities:
-        # every Linear+LIF case, on CPU or CUDA; neither exact nor verified
+        # every Linear+LIF case and every graph, on CPU or CUDA; neither exact nor verified
         knobs = api.LinearLifKnobs(dtypes=DTYPES, surrogates=SURROGATES,
                                    matmul_precisions=MATMUL_PRECISIONS)
-        return api.Capabilities(workloads={"linear-lif": knobs}, exact_dynamics=False,
+        graphs = api.GraphKnobs(node_kinds=tuple(NODE_TYPES), surrogates=SURROGATES)
+        return api.Capabilities(workloads={"linear-lif": knobs, "nir-graph": graphs},
+                                exact_dynamics=False,
                                 exact_gradient=False, approximation_note=PROBE_NOTE,
                                 verifiable=False)
 
@@ -125,6 +133,4 @@ class NullAdapter(api.Adapter):
             raise api.AdapterUnavailable("no CUDA device visible to torch")
 
     def build(self, workload: api.Workload, data: Any, device: str, variant: str) -> api.Model:
-        if not isinstance(workload, api.LinearLif):
-            raise api.CaseSkipped(f"workload kind {workload.kind!r} not supported")
-        return NullModel(workload, device)
+        return NullModel(workload, data, device)
