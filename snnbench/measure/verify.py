@@ -20,8 +20,7 @@ import numpy as np
 
 from snnbench.adapter_shim import AnyAdapter, as_v2
 from snnbench.records.fileio import WriteError, atomic_path
-from snnbench.workload import Workload
-from snnbench.workload.base import Agreement, as_workload
+from snnbench.workload import Agreement, Workload, as_workload
 
 #: the key of a kept reference file holding the text it was filed under
 #: (:meth:`~snnbench.workload.Workload.reference_key`; named when it was the spec's JSON)

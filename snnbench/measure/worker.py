@@ -52,8 +52,7 @@ from snnbench.records.contract import (
 from snnbench.records.fileio import WriteError, atomic_path
 from snnbench.records.schema import REFERENCES_DIR
 from snnbench.registry import get_entry
-from snnbench.workload import Workload
-from snnbench.workload.base import Agreement
+from snnbench.workload import Agreement, Workload
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -336,7 +335,8 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord, reference: Any)
     record.status = "mismatch" if problems else "ok"
     record.message = "; ".join(problems) or capabilities.approximation_note
     if job.dump_path:
-        payload: dict[str, Any] = {**arrays, "spec_json": np.array(_params_json(job.workload))}
+        # the case it checked, as a dump always named it (for linear-lif the spec's JSON)
+        payload: dict[str, Any] = {**arrays, "spec_json": np.array(job.workload.reference_key())}
         try:
             # a temporary file and a rename: a full disk leaves the earlier dump whole
             with atomic_path(Path(job.dump_path)) as tmp, open(tmp, "wb") as handle:
@@ -346,12 +346,6 @@ def _verify_only(adapter: Adapter, job: Job, record: CaseRecord, reference: Any)
             record.message = f"{DUMP_NOT_WRITTEN}: {exc}"
             return
         record.dump_path = job.dump_path
-
-
-def _params_json(workload: Workload) -> str:
-    """The workload's parameters as a dump names its case (``spec_json``): for ``linear-lif``
-    the spec's JSON, as it always was; for another kind its parameters with their kind."""
-    return workload.reference_key()
 
 
 def _mark_prepared(job: Job) -> None:

@@ -4,9 +4,12 @@ from a NIR file) beside it."""
 
 from snnbench.workload.base import (
     DEFAULT_KIND,
+    Agreement,
+    FrameworkSettings,
     Knobs,
     Workload,
     WorkloadError,
+    as_workload,
     kinds,
     register,
     row_workload_class,
@@ -21,6 +24,8 @@ from snnbench.workload.graph import GraphKnobs, NirGraph
 
 __all__ = [
     "DEFAULT_KIND",
+    "Agreement",
+    "FrameworkSettings",
     "GraphKnobs",
     "Knobs",
     "LinearLif",
@@ -28,6 +33,7 @@ __all__ = [
     "NirGraph",
     "Workload",
     "WorkloadError",
+    "as_workload",
     "kinds",
     "register",
     "row_workload_class",
