@@ -9,43 +9,35 @@ from pathlib import Path
 
 from snnbench.render import Table
 from snnbench.render.formats import html_page, html_table
-from snnbench.report.export.base import (
-    PIVOT_NOTE,
-    Block,
-    Exporter,
-    PageWriter,
-    ReportPage,
-    RunResult,
-    draw_page,
-)
+from snnbench.report.export import base
 from snnbench.report.tables import case_table
 
 
-class Html(Exporter):
+class Html(base.Exporter):
     """HTML: a table, or a whole page."""
 
     name = "html"
     suffix = "html"
 
-    def run(self, result: RunResult) -> str:
+    def run(self, result: base.RunResult) -> str:
         return html_table(case_table(result.run.summary)) + "\n"
 
-    def report(self, result: ReportPage) -> str:
+    def report(self, result: base.ReportPage) -> str:
         return report_html(result)
 
 
-def report_html(page: ReportPage) -> str:
+def report_html(page: base.ReportPage) -> str:
     """``report.html``: the report page, self-contained."""
     writer = _HtmlPage()
-    draw_page(page, writer)
+    base.draw_page(page, writer)
     return html_page(f"snnbench report {page.run.run_id}", "".join(writer.body))
 
 
-class _HtmlPage(PageWriter):
+class _HtmlPage(base.PageWriter):
     def __init__(self) -> None:
         self.body: list[str] = []
 
-    def opening(self, page: ReportPage) -> None:
+    def opening(self, page: base.ReportPage) -> None:
         esc = html.escape
         trust = "".join(f'<li class="bad"><strong>{esc(line)}</strong></li>' if bad
                         else f"<li>{esc(line)}</li>" for bad, line in page.trust)
@@ -56,7 +48,7 @@ class _HtmlPage(PageWriter):
                       f"<p>Cases: {esc(page.status_line)}.</p>",
                       *(f"<p>{esc(line)}</p>" for line in page.overhead)]
 
-    def block(self, block: Block) -> None:
+    def block(self, block: base.Block) -> None:
         attrs = f' id="{block.anchor}"' if block.anchor else ""
         attrs += ' class="bad"' if block.bad else ""
         note = f"<p>{html.escape(block.note)}</p>" if block.note else ""
@@ -70,7 +62,7 @@ class _HtmlPage(PageWriter):
         esc = html.escape
         self.body.append(f"<h2>{esc(title)}</h2>")
         if pivot.rows:
-            self.body += [f"<p>{esc(PIVOT_NOTE)}</p>", html_table(pivot)]
+            self.body += [f"<p>{esc(base.PIVOT_NOTE)}</p>", html_table(pivot)]
         for caption, path in images:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             self.body.append(f'<figure><img alt="{esc(caption)}" '
