@@ -11,6 +11,7 @@ a run folder as ``show`` prints it (:class:`RunResult`), a comparison as ``compa
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Final
@@ -139,6 +140,42 @@ def closing_blocks(page: ReportPage) -> list[Block]:
 Result = RunResult | Comparison | ReportPage
 KINDS: Final[dict[type, str]] = {RunResult: "run", Comparison: "comparison",
                                  ReportPage: "report"}
+
+
+class PageWriter(ABC):
+    """How one format writes the parts of a report page; :func:`draw_page` calls them in the
+    page's order, the same for every format, so the formats cannot drift apart."""
+
+    @abstractmethod
+    def opening(self, page: ReportPage) -> None:
+        """The title, the alerts, how far to trust the report, the cases and the overhead."""
+
+    @abstractmethod
+    def block(self, block: Block) -> None:
+        """One headed table (:func:`opening_blocks`, :func:`closing_blocks`)."""
+
+    @abstractmethod
+    def paragraph(self, text: str) -> None:
+        """A line of text of its own."""
+
+    @abstractmethod
+    def section(self, title: str, images: list[tuple[str, Path]], pivot: Table) -> None:
+        """One group of cases: its heading, its pivot table (with :data:`PIVOT_NOTE`) when it
+        has rows, its plots."""
+
+
+def draw_page(page: ReportPage, writer: PageWriter) -> None:
+    """The report page, part by part, in its one order: the opening, the blocks above the
+    plots, a section per group of cases (or why there is none), the blocks below."""
+    writer.opening(page)
+    for block in opening_blocks(page):
+        writer.block(block)
+    if not page.sections:
+        writer.paragraph("No case finished ok: there is nothing to plot.")
+    for title, images, pivot in page.sections:
+        writer.section(title, images, pivot)
+    for block in closing_blocks(page):
+        writer.block(block)
 
 
 class Exporter:

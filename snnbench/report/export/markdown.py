@@ -4,6 +4,8 @@ fastest above it), a comparison's verdict and pairs, a report page linking its p
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from snnbench.gate.compare_output import (
     QUIET_MARKS,
     counts_text,
@@ -12,15 +14,16 @@ from snnbench.gate.compare_output import (
     rule_line,
 )
 from snnbench.gate.verdict import Comparison
+from snnbench.render import Table
 from snnbench.render.formats import markdown
 from snnbench.report.export.base import (
     PIVOT_NOTE,
     Block,
     Exporter,
+    PageWriter,
     ReportPage,
     RunResult,
-    closing_blocks,
-    opening_blocks,
+    draw_page,
 )
 from snnbench.report.ranking import rank_run
 from snnbench.report.tables import case_table
@@ -83,29 +86,35 @@ def comparison_markdown(cmp: Comparison) -> str:
 
 def report_markdown(page: ReportPage) -> str:
     """``report.md``: the report page, its plots linked relative to the page's folder."""
-    run, status_line, sections, overhead = page.run, page.status_line, page.sections, page.overhead
-    parts = [f"# snnbench report: {run.run_id}", "",
-             *(f"> **{line}**\n" for line in page.alerts),
-             "## How far to trust this report", "",
-             *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust), "",
-             f"Cases: {status_line}.", "",
-             *(f"{line}  " for line in overhead), ""]
-    for block in opening_blocks(page):
-        parts += _block(block)
-    if not sections:
-        parts += ["No case finished ok: there is nothing to plot.", ""]
-    for title, images, pivot in sections:
-        parts += [f"## {title}", ""]
+    writer = _MarkdownPage(page.out)
+    draw_page(page, writer)
+    return "\n".join(writer.parts)
+
+
+class _MarkdownPage(PageWriter):
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.parts: list[str] = []
+
+    def opening(self, page: ReportPage) -> None:
+        self.parts += [f"# snnbench report: {page.run.run_id}", "",
+                       *(f"> **{line}**\n" for line in page.alerts),
+                       "## How far to trust this report", "",
+                       *(f"- {'**' + line + '**' if bad else line}" for bad, line in page.trust),
+                       "", f"Cases: {page.status_line}.", "",
+                       *(f"{line}  " for line in page.overhead), ""]
+
+    def block(self, block: Block) -> None:
+        note = [block.note, ""] if block.note else []
+        table = markdown(block.table) if block.table is not None else "None."
+        self.parts += [f"## {block.title}", "", *note, table, ""]
+
+    def paragraph(self, text: str) -> None:
+        self.parts += [text, ""]
+
+    def section(self, title: str, images: list[tuple[str, Path]], pivot: Table) -> None:
+        self.parts += [f"## {title}", ""]
         if pivot.rows:
-            parts += [PIVOT_NOTE, "", markdown(pivot), ""]
+            self.parts += [PIVOT_NOTE, "", markdown(pivot), ""]
         for caption, path in images:
-            parts += [f"![{caption}]({path.relative_to(page.out).as_posix()})", ""]
-    for block in closing_blocks(page):
-        parts += _block(block)
-    return "\n".join(parts)
-
-
-def _block(block: Block) -> list[str]:
-    note = [block.note, ""] if block.note else []
-    table = markdown(block.table) if block.table is not None else "None."
-    return [f"## {block.title}", "", *note, table, ""]
+            self.parts += [f"![{caption}]({path.relative_to(self.out).as_posix()})", ""]

@@ -6,18 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from snnbench.workload.graph.conformance._stepping import step_over_time
+
 
 def run(graph: Any, inputs: np.ndarray, dt: float) -> np.ndarray:
     """snnTorch's module of ``graph`` run on ``inputs`` (T, B, *shape); ``dt`` is not
     given to it (it takes none)."""
-    import torch
     from snntorch.import_nir import import_from_nir
 
-    module = import_from_nir(graph)
-    state = None
-    out = []
-    with torch.no_grad():
-        for x in torch.from_numpy(inputs):
-            y, state = module(x, state)
-            out.append(y)
-    return torch.stack(out).numpy()
+    return step_over_time(import_from_nir(graph), inputs)
