@@ -47,9 +47,9 @@ wants verify && box 130 verify python3 -m snnbench verify --device cuda --reset 
   --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100
 [[ -n $sj ]] && { wait $sj; echo "== setup-sj: exit $? at $SECONDS s" | tee -a "$work/steps.txt"; tail -n 8 "$work/setup-sj.log"; }
 wants timers && box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cuda --samples 15 \
-  --cases fused:512,fused::cudagraph:512,torch:512,floor:512,null:512,fused:4096,floor:4096
+  --cases fused:512,fused::cudagraph:512,fused::chunked:512,torch:512,floor:512,null:512,fused:4096,fused::chunked:4096,floor:4096
 wants timers && box 50 timers-bf16 python3 benchmarks/gpu_timers.py --device cuda --samples 11 --dtype bfloat16 \
-  --cases fused:512,fused::cudagraph:512,floor:512,fused:2048,fused::cudagraph:2048,floor:2048,fused:4096,floor:4096
+  --cases fused:512,fused::cudagraph:512,fused::chunked:512,floor:512,fused:2048,fused::cudagraph:2048,fused::chunked:2048,floor:2048,fused:4096,fused::chunked:4096,floor:4096
 wants sj-kernels && box 35 sj-kernels python3 benchmarks/sj_kernels.py --device cuda --neurons 512
 # RUN_S: the sweep's time box (a headline lease: LEASE_STEPS= RUN_S=640 with
 # benchmarks/headline-strict.toml, then headline-amp.toml in a second lease); the run folder

@@ -518,7 +518,7 @@ def test_fused_adapter_cuda_unavailable_without_gpu() -> None:
 
 def test_cudagraph_variant_is_cuda_only() -> None:
     adapter = FusedAdapter()
-    assert adapter.variants == ("default", "cudagraph")
+    assert adapter.variants == ("default", "cudagraph", "chunked")
     spec = NetworkSpec(neurons=8, batch_size=2, time_steps=3)
     # decided from the capabilities, without importing anything: a skipped row on the CPU
     assert "supports: cuda" in (adapter.reason_skipped(spec, "cpu", "cudagraph") or "")
@@ -527,6 +527,10 @@ def test_cudagraph_variant_is_cuda_only() -> None:
         adapter.check_variant("cudagraph", "cpu")
     with pytest.raises(AdapterUnavailable, match="unknown variant"):
         adapter.check_variant("nosuch", "cpu")
+    # the chunked Triton scans: CUDA only too
+    assert "supports: cuda" in (adapter.reason_skipped(spec, "cpu", "chunked") or "")
+    with pytest.raises(AdapterUnavailable, match="CUDA"):
+        adapter.check_variant("chunked", "cpu")
 
 
 def test_failed_cpu_build_is_unavailable(

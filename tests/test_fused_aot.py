@@ -122,3 +122,63 @@ def test_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sm_90, 132 SMs" in out and "lif_forward" in out and "lif_backward" in out
     assert aot.main(["--neurons", "0"]) == 2
     assert aot.main(["--dtypes", "float64"]) == 2
+
+
+# -- the time-chunked scans (scan="chunked", the fused::chunked variant) ---------------------
+
+
+@pytest.fixture(scope="module")
+def chunked_builds() -> dict[tuple[int, str, bool], tuple[aot.KernelBuild, aot.KernelBuild]]:
+    """(n, dtype, broadcast grad) → chunked (forward, backward) for sm_90 at B=16, T=500."""
+    out = {}
+    for n, dtype in itertools.product(NEURONS, ("float32", "bfloat16")):
+        fwd = None
+        for broadcast in (True, False):
+            launches = aot.layer_launches(16, n, 500, dtype, SWEEP, broadcast_grad=broadcast,
+                                          scan="chunked")
+            fwd = fwd or aot.compile_launch(launches[0], 90)
+            out[(n, dtype, broadcast)] = (fwd, aot.compile_launch(launches[1], 90))
+    return out
+
+
+def test_chunked_kernels_compile_without_spills(chunked_builds: dict) -> None:
+    """No spill, no FFMA in the forward; registers may pass 64 (a chunk is unrolled), but the
+    launch's programs per SM (:data:`PROGRAMS_PER_SM`, the scans' occupancy by design) still
+    fit one SM's 64 Ki registers, so registers never cut the programs in flight."""
+    for key, (fwd, bwd) in chunked_builds.items():
+        assert fwd.kernel == "_lif_forward_chunked_kernel", key
+        assert bwd.kernel == "_lif_backward_chunked_kernel", key
+        assert fwd.ffma == 0, (key, fwd.sass_ops)
+        for build in (fwd, bwd):
+            assert build.spill_bytes == 0, (key, build.kernel, build.registers)
+            threads = 32 * build.num_warps
+            assert build.registers * threads * tk.PROGRAMS_PER_SM <= 65536, (
+                key, build.kernel, build.registers, build.num_warps)
+
+
+def test_chunked_loads_are_one_pipelined_tile_per_chunk(chunked_builds: dict) -> None:
+    """The loops' loads are cp.async (LDGSTS) of whole chunks, no plain LDG in the loop; the
+    pipeline keeps CHUNK·(STAGES-1) time steps in flight, more than the default scan's
+    STAGES-1 at every benchmark size below 16384."""
+    for (n, dtype, broadcast), (fwd, bwd) in chunked_builds.items():
+        key = (n, dtype, broadcast)
+        assert fwd.sass_ops.get("LDG", 0) == 0, (key, fwd.sass_ops)
+        assert bwd.sass_ops.get("LDG", 0) == (1 if broadcast else 0), (key, bwd.sass_ops)
+        streams = 1 if broadcast else 2
+        assert fwd.pipelined_loads >= fwd.constexprs["STAGES"], (key, fwd.sass_ops)
+        assert bwd.pipelined_loads >= streams * bwd.constexprs["STAGES"], (key, bwd.sass_ops)
+        for build in (fwd, bwd):
+            assert build.constexprs["CHUNK"] >= 4, (key, build.kernel, build.constexprs)
+            assert 0 < build.shared_bytes <= 3 * tk.PREFETCH_BYTES, (key, build.shared_bytes)
+        default = aot.layer_launches(16, n, 500, dtype, SWEEP, broadcast_grad=broadcast)
+        for chunked, plain in zip((fwd, bwd), default, strict=True):
+            ahead = chunked.constexprs["CHUNK"] * (chunked.constexprs["STAGES"] - 1)
+            assert ahead >= plain.constexprs["STAGES"] - 1, (key, chunked.constexprs)
+            if n < 16384:
+                assert ahead > plain.constexprs["STAGES"] - 1, (key, chunked.constexprs)
+
+
+def test_aot_command_compiles_the_chunked_scans(capsys: pytest.CaptureFixture[str]) -> None:
+    assert aot.main(["--neurons", "512", "--dtypes", "bfloat16", "--scan", "chunked"]) == 0
+    out = capsys.readouterr().out
+    assert "lif_forward_chunked" in out and "lif_backward_chunked" in out and "chunk" in out

@@ -362,9 +362,9 @@ def test_cuda_only_adapters_are_not_available_on_a_cpu_only_torch() -> None:
     assert cudagraph["available"] is False
     assert cudagraph["reason"].startswith("CUDA only: CUDA graphs need a CUDA build of torch"), \
         cudagraph["reason"]
-    fused = probe("fused")  # runs on the CPU; its cudagraph variant does not
+    fused = probe("fused")  # runs on the CPU; its CUDA-only variants do not
     assert fused["available"] is True
-    assert set(fused["variants_unavailable"]) == {"cudagraph"}
+    assert set(fused["variants_unavailable"]) == {"cudagraph", "chunked"}
 
 
 def test_list_text_says_torch_cudagraph_needs_cuda(monkeypatch: pytest.MonkeyPatch) -> None:

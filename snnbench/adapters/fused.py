@@ -9,7 +9,13 @@ bit-identical to the NumPy reference given the same GEMM output; see docs/fused.
 Variant ``cudagraph`` (CUDA only) replays the same layers' forward and backward as two CUDA
 graphs. At small n the GPU work of a whole step is tens of microseconds, about what the CPU
 spends launching its handful of kernels and building the autograd graph; a replay removes that
-CPU cost and nothing else.
+CPU cost and nothing else. Variant ``chunked`` (CUDA only) runs the time-chunked Triton scans
+(the same bits, fewer steps of memory latency: docs/fused.md), to be timed beside ``default``.
+
+The registered adapter is :class:`Fused` (plugin API v2): ``linear-lif`` cases through
+:class:`FusedAdapter` (plugin API v1) unchanged, and, in the ``default`` variant,
+``nir-graph`` cases that are a chain of Affine → LIF layers mapping exactly onto fused layers
+(:mod:`.fused_graph`; anything else a ``skipped`` row with the reason).
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ class FusedAdapter(Adapter):
     #: not a requirement of snnbench or of a CPU torch: its presence decides the CUDA variants
     depends_on = ("triton",)
     description = "snnbench's fused Linear+LIF: one GEMM + Triton (CUDA) / C++ (CPU) scan"
-    variants = ("default", "cudagraph")
+    #: chunked: the time-chunked Triton scans (docs/fused.md), CUDA only, to time beside default
+    variants = ("default", "cudagraph", "chunked")
 
     def version(self) -> str:
         """snnbench's version with the torch (and triton) it runs on."""
@@ -60,7 +67,7 @@ class FusedAdapter(Adapter):
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
-            devices=("cuda",) if variant == "cudagraph" else ("cpu", "cuda"),
+            devices=("cuda",) if variant in ("cudagraph", "chunked") else ("cpu", "cuda"),
             dtypes=DTYPES,
             surrogates=SURROGATES,
             # AMP (bf16/fp16 GEMMs, float32 scans) is checked on the CPU and in the Triton
@@ -73,7 +80,7 @@ class FusedAdapter(Adapter):
         """CUDA: Triton must import and a GPU be visible. CPU: compile (or load) the scan."""
         if variant not in self.variants:
             raise AdapterUnavailable(f"unknown variant {variant!r} (one of {self.variants})")
-        if device == "cuda" or variant == "cudagraph":
+        if device == "cuda" or variant in ("cudagraph", "chunked"):
             from ._torch_common import cuda_unavailable_reason
 
             reason = cuda_unavailable_reason(device, "CUDA graphs" if variant == "cudagraph"
@@ -120,12 +127,13 @@ class FusedAdapter(Adapter):
             detach_reset=spec.detach_reset,
         )
         backend = "triton" if device == "cuda" else "cpu"
+        scan = "chunked" if variant == "chunked" else "default"
 
         def network(inp: Any) -> Any:
             h = inp
             for lin in linears:
                 h = fused_linear_lif(h, lin.weight, lin.bias, params, backend,  # type: ignore[arg-type]
-                                     compute_dtype=compute)
+                                     compute_dtype=compute, scan=scan)
             return h
 
         x = input_tensor(spec, data, device)

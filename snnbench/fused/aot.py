@@ -183,12 +183,14 @@ def layer_launches(
     sms: int = H200_SMS,
     broadcast_grad: bool = True,
     want_db: bool = True,
+    scan: str = "default",
 ) -> tuple[Any, Any]:
     """The (forward, backward) launches of one fused layer on a GPU with ``sms`` SMs.
 
     ``broadcast_grad``: the upstream gradient is the stride-0 gradient of ``spikes.sum()`` (the
     harness's loss); otherwise a contiguous one (e.g. under CUDA-graph replay, which copies it
-    into a static buffer). Built from meta tensors: nothing is allocated.
+    into a static buffer). ``scan``: the kernel design (``default`` or ``chunked``). Built from
+    meta tensors: nothing is allocated.
     """
     from snnbench.fused import triton_kernels as tk
 
@@ -199,7 +201,7 @@ def layer_launches(
     vpre = y if dt == torch.float32 else torch.empty(rows, dtype=torch.float32, device=meta)
     spikes = torch.empty(rows, dtype=dt, device=meta)
     programs = tk.PROGRAMS_PER_SM * sms
-    forward = tk.forward_launch(y, vpre, spikes, params, programs)
+    forward = tk.forward_launch(y, vpre, spikes, params, programs, scan)
     shape = (time_steps, batch, neurons)
     grad = (
         torch.empty((), dtype=dt, device=meta).expand(shape)
@@ -208,7 +210,7 @@ def layer_launches(
     )
     vpre3 = vpre.view(shape)
     dy = vpre3 if dt == torch.float32 else torch.empty(shape, dtype=dt, device=meta)
-    backward = tk.backward_launch(vpre3, grad, dy, params, want_db, programs)
+    backward = tk.backward_launch(vpre3, grad, dy, params, want_db, programs, scan=scan)
     return forward, backward
 
 
@@ -218,7 +220,8 @@ def _row(n: int, dtype: str, build: KernelBuild) -> list[str]:
     )
     return [
         str(n), dtype, build.kernel.strip("_").replace("_kernel", ""),
-        f"{build.grid}", tile, str(build.num_warps), str(build.constexprs["STAGES"]),
+        f"{build.grid}", tile, str(build.constexprs.get("CHUNK", 1)), str(build.num_warps),
+        str(build.constexprs["STAGES"]),
         str(build.registers), str(build.spill_bytes), str(build.shared_bytes),
         str(build.pipelined_loads), str(build.ffma),
     ]
@@ -239,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--surrogate", choices=SURROGATES, default="sigmoid")
     parser.add_argument("--slope", type=float, default=4.0)
     parser.add_argument("--detach-reset", action="store_true")
+    parser.add_argument("--scan", choices=("default", "chunked"), default="default",
+                        help="the scan kernels' design (chunked: CHUNK time steps per tile load)")
     ns = parser.parse_args(argv)
     try:
         neurons = [int(x) for x in ns.neurons.split(",") if x.strip()]
@@ -250,15 +255,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     params = LIFParams(reset=ns.reset, surrogate=ns.surrogate, slope=ns.slope,
                        detach_reset=ns.detach_reset)
-    headers = ["n", "dtype", "kernel", "grid", "tile", "warps", "stages", "regs", "spill B",
-               "shared B", "LDGSTS", "FFMA"]
+    headers = ["n", "dtype", "kernel", "grid", "tile", "chunk", "warps", "stages", "regs",
+               "spill B", "shared B", "LDGSTS", "FFMA"]
     rows: list[list[str]] = []
     bad = False
     try:
         for n in neurons:
             for dtype in dtypes:
                 for launch in layer_launches(ns.batch, n, ns.time_steps, dtype, params,
-                                             sms=ns.sms):
+                                             sms=ns.sms, scan=ns.scan):
                     build = compile_launch(launch, ns.arch)
                     rows.append(_row(n, dtype, build))
                     bad |= build.spill_bytes > 0 or (
@@ -269,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print(f"sm_{ns.arch}, {ns.sms} SMs, B={ns.batch}, T={ns.time_steps}, reset={ns.reset}, "
-          f"surrogate={ns.surrogate}")
+          f"surrogate={ns.surrogate}, scan={ns.scan}")
     for line in [headers, *rows]:
         print("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)))
     return 1 if bad else 0

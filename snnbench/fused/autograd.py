@@ -35,6 +35,8 @@ from snnbench.fused import gemm
 from snnbench.fused.params import LIFParams
 
 BACKENDS: tuple[str, ...] = ("auto", "triton", "cpu")
+#: the scan kernel designs (``chunked``: Triton only; see docs/fused.md)
+SCANS: tuple[str, ...] = ("default", "chunked")
 
 
 def _interpreting() -> bool:
@@ -59,6 +61,11 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     if backend == "cpu" and device.type != "cpu":
         raise RuntimeError(f"the cpu backend needs CPU tensors, got {device.type} tensors")
     return backend
+
+
+def _scan_kwargs(scan: str) -> dict[str, str]:
+    # the default design is called without the keyword: the CPU module has no designs
+    return {} if scan == "default" else {"scan": scan}
 
 
 def scan_module(backend: str) -> ModuleType:
@@ -94,6 +101,7 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         params: LIFParams,
         backend: str,
         compute_dtype: torch.dtype | None = None,
+        scan: str = "default",
     ) -> torch.Tensor:
         steps, batch, n_in = x.shape
         n_out = weight.shape[0]
@@ -115,13 +123,15 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         spikes = torch.empty((steps, batch, n_out), dtype=x.dtype, device=x.device)
         # the scans see (T, B·n): every row is one time step of all B·n neurons
         scan_module(backend).scan_forward(
-            y.view(steps, -1), vpre.view(steps, -1), spikes.view(steps, -1), params
+            y.view(steps, -1), vpre.view(steps, -1), spikes.view(steps, -1), params,
+            **_scan_kwargs(scan),
         )
         del y
         ctx.save_for_backward(x, weight, vpre.view(steps, batch, n_out))
         ctx.out_dtype = out_dtype
         ctx.params = params
         ctx.backend = backend
+        ctx.scan = scan
         ctx.has_bias = bias is not None
         ctx.consumed = False
         ctx.set_materialize_grads(False)  # an unused output gets None, not a zero-filled tensor
@@ -132,9 +142,10 @@ class FusedLinearLIFFunction(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(
         ctx: Any, grad_s: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None, None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None, None,
+               None]:
         if grad_s is None:
-            return None, None, None, None, None, None
+            return None, None, None, None, None, None, None
         if ctx.consumed:
             raise RuntimeError(
                 "FusedLinearLIF: backward ran twice through the same forward; its saved buffer "
@@ -145,13 +156,14 @@ class FusedLinearLIFFunction(torch.autograd.Function):
         steps, batch, n_out = vpre.shape
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if not (need_x or need_w or need_b):
-            return None, None, None, None, None, None
+            return None, None, None, None, None, None, None
         if x.dtype == torch.float32:
             dy = vpre  # dY overwrites v_pre in place
         else:
             dy = torch.empty(vpre.shape, dtype=x.dtype, device=x.device)
         db = scan_module(ctx.backend).scan_backward(
-            vpre, grad_s, dy, ctx.params, bool(need_b and ctx.has_bias)
+            vpre, grad_s, dy, ctx.params, bool(need_b and ctx.has_bias),
+            **_scan_kwargs(ctx.scan),
         )
         dy2 = dy.view(steps * batch, n_out)
         grad_x = grad_w = grad_b = None
@@ -168,7 +180,7 @@ class FusedLinearLIFFunction(torch.autograd.Function):
             grad_w = grad_w.to(out)
         if need_b and ctx.has_bias and db is not None:
             grad_b = db.to(out)
-        return grad_x, grad_w, grad_b, None, None, None
+        return grad_x, grad_w, grad_b, None, None, None, None
 
 
 def fused_linear_lif(
@@ -178,6 +190,7 @@ def fused_linear_lif(
     params: LIFParams | None = None,
     backend: str = "auto",
     compute_dtype: torch.dtype | None = None,
+    scan: str = "default",
 ) -> torch.Tensor:
     """Linear + LIF over a time-major sequence: X (T, B, n_in) → spikes (T, B, n_out).
 
@@ -190,6 +203,10 @@ def fused_linear_lif(
     GEMMs in that dtype and the scans in float32 (module docstring); spikes and gradients are
     float32. When it is None and the call is inside ``torch.autocast`` for the tensors' device,
     float32 tensors take autocast's dtype, as ``nn.Linear`` would.
+
+    ``scan``: the Triton scan kernels' design, ``default`` or ``chunked`` (time steps in chunks
+    from one tile load each: fewer steps of memory latency; the same bits). ``chunked`` needs
+    the Triton backend.
     """
     p = params if params is not None else LIFParams()
     if x.dim() != 3:
@@ -221,7 +238,11 @@ def fused_linear_lif(
         raise TypeError(f"compute_dtype (mixed precision) must be bfloat16 or float16 on float32 "
                         f"tensors; got {compute_dtype} on {x.dtype}")
     chosen = resolve_backend(backend, x.device)
+    if scan not in SCANS:
+        raise ValueError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
+    if scan != "default" and chosen != "triton":
+        raise ValueError(f"scan={scan!r} needs the triton backend, not {chosen!r}")
     out: torch.Tensor = FusedLinearLIFFunction.apply(  # type: ignore[no-untyped-call,unused-ignore]
-        x, weight, bias, p, chosen, compute_dtype
+        x, weight, bias, p, chosen, compute_dtype, scan
     )
     return out

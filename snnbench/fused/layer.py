@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from snnbench.fused.autograd import BACKENDS, fused_linear_lif
+from snnbench.fused.autograd import BACKENDS, SCANS, fused_linear_lif
 from snnbench.fused.params import LIFParams
 from snnbench.workload.linear_lif import neuron
 
@@ -38,12 +38,15 @@ class FusedLinearLIF(nn.Module):
         slope: float = neuron.SURROGATE_SLOPE,
         detach_reset: bool = neuron.DETACH_RESET,
         backend: str = "auto",
+        scan: str = "default",
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
         self.in_features = in_features
         self.out_features = out_features
         self.params = LIFParams(
@@ -55,6 +58,7 @@ class FusedLinearLIF(nn.Module):
             detach_reset=detach_reset,
         )
         self.backend = backend
+        self.scan = scan
         self.weight = nn.Parameter(
             torch.empty(out_features, in_features, device=device, dtype=dtype)
         )
@@ -74,7 +78,8 @@ class FusedLinearLIF(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Spikes (T, B, out_features) for input x (T, B, in_features)."""
-        return fused_linear_lif(x, self.weight, self.bias, self.params, self.backend)
+        return fused_linear_lif(x, self.weight, self.bias, self.params, self.backend,
+                                scan=self.scan)
 
     def extra_repr(self) -> str:
         p = self.params
@@ -83,4 +88,5 @@ class FusedLinearLIF(nn.Module):
             f"bias={self.bias is not None}, beta={p.beta}, threshold={p.threshold}, "
             f"reset={p.reset!r}, surrogate={p.surrogate!r}, slope={p.slope}, "
             f"detach_reset={p.detach_reset}, backend={self.backend!r}"
+            + (f", scan={self.scan!r}" if self.scan != "default" else "")
         )

@@ -167,6 +167,165 @@ def _lif_backward_kernel(  # type: ignore[no-untyped-def]
         tl.store(dbp_ptr + pid_b * n + rj, tl.sum(acc, axis=0), mask=rj < n)
 
 
+# -- the time-chunked scans (``scan="chunked"``) ---------------------------------------------
+#
+# The same recurrence, operation for operation, but the loop walks T in chunks of CHUNK steps:
+# one [CHUNK, ...] tile load per chunk, independent of the recurrence (so the compiler pipelines
+# whole chunks: CHUNK·(STAGES-1) time steps in flight instead of STAGES-1), then CHUNK unrolled
+# steps that touch only registers (and fire-and-forget stores). Row k of a tile is taken by a
+# reduction over the chunk axis whose combine is a select (:func:`_pick`), not a sum: a sum
+# padded with zeros would turn a -0.0 input into +0.0 (Triton's interpreter, like NumPy, starts
+# its sums at +0.0), so the value fed to the recurrence is exactly the loaded one and spikes,
+# v_pre and gradients are bit-identical to the step-by-step kernels.
+
+
+@triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _pick(a, fa, b, fb):  # type: ignore[no-untyped-def]
+    # the combine of a (value, selected) reduction: a select, never arithmetic
+    return tl.where(fa != 0, a, b), fa | fb
+
+
+@triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _tile_row(tile, rows, k):  # type: ignore[no-untyped-def]
+    sel = tl.broadcast_to((rows[:, None] == k).to(tl.int32), tile.shape)
+    x, _ = tl.reduce((tile, sel), 0, _pick)
+    return x
+
+
+@triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _tile_row3(tile, rows, k):  # type: ignore[no-untyped-def]
+    sel = tl.broadcast_to((rows[:, None, None] == k).to(tl.int32), tile.shape)
+    x, _ = tl.reduce((tile, sel), 0, _pick)
+    return x
+
+
+@triton.jit(do_not_specialize=["T"])  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _lif_forward_chunked_kernel(  # type: ignore[no-untyped-def]
+    y_ptr,
+    vpre_ptr,
+    s_ptr,
+    T,
+    N,
+    beta,
+    theta,
+    SUBTRACT: tl.constexpr,
+    BLOCK: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    rows = tl.arange(0, CHUNK)
+    v = tl.zeros([BLOCK], dtype=tl.float32)
+    y_p = y_ptr + (rows.to(tl.int64)[:, None] * N + offs[None, :])
+    v_p = vpre_ptr + offs
+    s_p = s_ptr + offs
+    for t0 in tl.range(0, T, CHUNK, num_stages=STAGES):
+        # the whole chunk's inputs in one load, before any of its steps
+        tile = tl.load(y_p, mask=(rows[:, None] < T - t0) & mask[None, :], other=0.0)
+        tile = tile.to(tl.float32)
+        for k in tl.static_range(CHUNK):
+            x = _tile_row(tile, rows, k)
+            live = mask & (t0 + k < T)
+            v = v * beta  # rounding 1
+            v = v + x  # rounding 2 (not an FMA: launched with enable_fp_fusion=False)
+            spike = v >= theta
+            s = tl.where(spike, 1.0, 0.0)
+            tl.store(v_p, v, mask=live)
+            tl.store(s_p, s.to(s_p.dtype.element_ty), mask=live)
+            if SUBTRACT:  # noqa: SIM108 (a constexpr branch)
+                v = v - theta * s
+            else:
+                v = v * (1.0 - s)
+            v_p += N
+            s_p += N
+        y_p += CHUNK * N
+
+
+@triton.jit(do_not_specialize=["T"])  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _lif_backward_chunked_kernel(  # type: ignore[no-untyped-def]
+    vpre_ptr,
+    g_ptr,
+    dy_ptr,
+    dbp_ptr,
+    T,
+    B,
+    n,
+    g_st,
+    g_sb,
+    g_sj,
+    beta,
+    theta,
+    slope,
+    SUBTRACT: tl.constexpr,
+    DETACH: tl.constexpr,
+    SURROGATE: tl.constexpr,
+    GRAD_SCALAR: tl.constexpr,
+    WANT_DB: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNK: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    pid_n = tl.program_id(0)
+    pid_b = tl.program_id(1)
+    rb = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
+    rj = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rb[:, None] < B) & (rj[None, :] < n)
+    N = B * n
+    rows = tl.arange(0, CHUNK)
+    # chunks end at T, T - CHUNK, ...: the earliest chunk is the partial one (rows < 0 masked),
+    # and its dead rows come last in the reverse walk, after every live step
+    first = (T - CHUNK).to(tl.int64)
+    cell = rb[:, None] * n + rj[None, :]
+    v_tp = vpre_ptr + first * N + (rows.to(tl.int64)[:, None, None] * N + cell[None, :, :])
+    g_cell = rb[:, None] * g_sb + rj[None, :] * g_sj
+    g_tp = g_ptr + first * g_st + (rows.to(tl.int64)[:, None, None] * g_st + g_cell[None, :, :])
+    d_p = dy_ptr + (T - 1).to(tl.int64) * N + cell
+    if GRAD_SCALAR:
+        g_all = tl.load(g_ptr).to(tl.float32)
+    gv = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)  # dL/dv_post[t]
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)  # sum over t of dL/dy[t]
+    for c in tl.range(0, T, CHUNK, num_stages=STAGES):
+        live_rows = rows[:, None, None] >= c + CHUNK - T  # row index first - c + r >= 0
+        tmask = live_rows & mask[None, :, :]
+        vtile = tl.load(v_tp, mask=tmask, other=0.0)
+        if not GRAD_SCALAR:
+            gtile = tl.load(g_tp, mask=tmask, other=0.0).to(tl.float32)
+        for i in tl.static_range(CHUNK):
+            k = CHUNK - 1 - i
+            vp = _tile_row3(vtile, rows, k)
+            if GRAD_SCALAR:  # noqa: SIM108 (a constexpr branch)
+                gs = g_all
+            else:
+                gs = _tile_row3(gtile, rows, k)
+            live = mask & (k >= c + CHUNK - T)
+            spike = vp >= theta
+            s = tl.where(spike, 1.0, 0.0)
+            sg = _surrogate(vp - theta, slope, SURROGATE)
+            if DETACH:
+                total = gs
+            elif SUBTRACT:
+                total = gs + gv * (-theta)
+            else:
+                total = gs + gv * (-vp)
+            if SUBTRACT:  # noqa: SIM108 (a constexpr branch)
+                gvp = total * sg + gv
+            else:
+                gvp = total * sg + gv * (1.0 - s)
+            gvp = tl.where(live, gvp, 0.0)
+            tl.store(d_p, gvp.to(d_p.dtype.element_ty), mask=live)
+            if WANT_DB:
+                acc += gvp
+            gv = beta * gvp
+            d_p -= N
+        v_tp -= CHUNK * N
+        g_tp -= CHUNK * g_st
+    if WANT_DB:
+        tl.store(dbp_ptr + pid_b * n + rj, tl.sum(acc, axis=0), mask=rj < n)
+
+
 @functools.lru_cache(maxsize=8)
 def _sm_count(device_index: int) -> int:
     return int(torch.cuda.get_device_properties(device_index).multi_processor_count)
@@ -240,6 +399,38 @@ def backward_tile(
     return block_b, block_n, _warps(tile), loop_stages(tile * (4 + grad_bytes))
 
 
+#: the scan designs: ``default`` (one time step per loop iteration, STAGES steps prefetched) and
+#: ``chunked`` (CHUNK steps per iteration from one tile load; see the chunked kernels)
+SCANS: tuple[str, ...] = ("default", "chunked")
+#: float32 registers per thread a chunked program may give its input tiles (the loaded chunk;
+#: the compiler's pipeline keeps the next ones in shared memory)
+CHUNK_REGISTERS = 32
+#: the most time steps in one chunk (the unrolled loop body grows with it)
+MAX_CHUNK = 32
+
+
+def chunk_steps(elems_per_thread: int, streams: int, steps: int) -> int:
+    """Time steps per chunk of a chunked scan: a power of two such that the chunk's tiles
+    (``streams`` loaded tensors of ``elems_per_thread`` elements per step) fit in
+    :data:`CHUNK_REGISTERS` registers per thread, at most :data:`MAX_CHUNK` and no more than
+    ``steps`` needs."""
+    fits = max(1, CHUNK_REGISTERS // max(1, elems_per_thread * streams))
+    chunk = min(MAX_CHUNK, 1 << (fits.bit_length() - 1))
+    return max(1, min(chunk, int(triton.next_power_of_2(max(1, steps)))))
+
+
+def chunk_stages(bytes_per_chunk: int) -> int:
+    """Loop stages of a chunked scan (chunks whose loads are issued ahead: ``stages - 1``),
+    2..8, within twice :data:`PREFETCH_BYTES` of shared memory (two programs per SM: 64 KiB of
+    an H100's 228)."""
+    return max(2, min(8, 2 * PREFETCH_BYTES // max(1, bytes_per_chunk)))
+
+
+def _check_scan(scan: str) -> None:
+    if scan not in SCANS:
+        raise ValueError(f"scan must be one of {', '.join(SCANS)}, got {scan!r}")
+
+
 #: compile options of every launch (no FMA contraction: see the module docstring)
 LAUNCH_OPTIONS: dict[str, Any] = {"enable_fp_fusion": False}
 
@@ -267,15 +458,31 @@ class Launch:
 
 
 def forward_launch(
-    y: torch.Tensor, vpre: torch.Tensor, spikes: torch.Tensor, p: LIFParams, programs: int
+    y: torch.Tensor,
+    vpre: torch.Tensor,
+    spikes: torch.Tensor,
+    p: LIFParams,
+    programs: int,
+    scan: str = "default",
 ) -> Launch | None:
-    """The forward scan's launch over y (T, B·n) for about ``programs`` programs; None when
-    there is nothing to do."""
+    """The forward scan's launch over y (T, B·n) for about ``programs`` programs with the
+    ``scan`` design (:data:`SCANS`); None when there is nothing to do."""
+    _check_scan(scan)
     steps = y.shape[0]
     width = y.numel() // max(1, steps)
     if width == 0 or steps == 0:
         return None
     block, warps, stages = forward_tile(width, programs, y.element_size())
+    if scan == "chunked":
+        chunk = chunk_steps(max(1, block // (32 * warps)), 1, steps)
+        return Launch(
+            kernel=_lif_forward_chunked_kernel,
+            grid=(triton.cdiv(width, block),),
+            args=(y, vpre, spikes, steps, width, p.beta, p.threshold),
+            constexprs={"SUBTRACT": p.reset == "subtract", "BLOCK": block, "CHUNK": chunk,
+                        "STAGES": chunk_stages(chunk * block * y.element_size())},
+            num_warps=warps,
+        )
     return Launch(
         kernel=_lif_forward_kernel,
         grid=(triton.cdiv(width, block),),
@@ -293,10 +500,12 @@ def backward_launch(
     want_db: bool,
     programs: int,
     blocks: tuple[int, int] | None = None,
+    scan: str = "default",
 ) -> Launch:
     """The backward scan's launch (see :func:`scan_backward`). When ``want_db`` it allocates,
     on ``vpre``'s device, the (batch blocks, n) float32 buffer that receives one bias-gradient
     row per batch block: ``args[3]``."""
+    _check_scan(scan)
     steps, batch, n = vpre.shape
     # a size-1 dimension's stride is never used: 0 lets the all-broadcast case be detected
     g_st, g_sb, g_sj = (
@@ -314,8 +523,27 @@ def backward_launch(
     partial = (
         torch.empty((grid[1], n), dtype=torch.float32, device=vpre.device) if want_db else vpre
     )
+    constexprs: dict[str, Any] = {
+        "SUBTRACT": p.reset == "subtract",
+        "DETACH": p.detach_reset,
+        "SURROGATE": p.surrogate_code,
+        "GRAD_SCALAR": scalar,
+        "WANT_DB": want_db,
+        "BLOCK_B": block_b,
+        "BLOCK_N": block_n,
+        "STAGES": stages,
+    }
+    kernel = _lif_backward_kernel
+    if scan == "chunked":
+        streams = 1 if scalar else 2
+        tile = block_b * block_n
+        chunk = chunk_steps(max(1, tile // (32 * warps)), streams, steps)
+        grad_bytes = 0 if scalar else grad_s.element_size()
+        kernel = _lif_backward_chunked_kernel
+        constexprs["CHUNK"] = chunk
+        constexprs["STAGES"] = chunk_stages(chunk * tile * (4 + grad_bytes))
     return Launch(
-        kernel=_lif_backward_kernel,
+        kernel=kernel,
         grid=grid,
         args=(
             vpre,
@@ -332,26 +560,21 @@ def backward_launch(
             p.threshold,
             p.slope,
         ),
-        constexprs={
-            "SUBTRACT": p.reset == "subtract",
-            "DETACH": p.detach_reset,
-            "SURROGATE": p.surrogate_code,
-            "GRAD_SCALAR": scalar,
-            "WANT_DB": want_db,
-            "BLOCK_B": block_b,
-            "BLOCK_N": block_n,
-            "STAGES": stages,
-        },
+        constexprs=constexprs,
         num_warps=warps,
     )
 
 
-def scan_forward(y: torch.Tensor, vpre: torch.Tensor, spikes: torch.Tensor, p: LIFParams) -> None:
+def scan_forward(
+    y: torch.Tensor, vpre: torch.Tensor, spikes: torch.Tensor, p: LIFParams,
+    scan: str = "default",
+) -> None:
     """Run the LIF recurrence over y (T, B·n) → v_pre (float32) and spikes, all contiguous.
 
-    ``vpre`` may be ``y`` itself (float32: v_pre overwrites y in place).
+    ``vpre`` may be ``y`` itself (float32: v_pre overwrites y in place). ``scan``: the kernel
+    design (:data:`SCANS`); every design gives the same bits.
     """
-    launch = forward_launch(y, vpre, spikes, p, _target_programs(y))
+    launch = forward_launch(y, vpre, spikes, p, _target_programs(y), scan)
     if launch is not None:
         launch.run()
 
@@ -363,17 +586,20 @@ def scan_backward(
     p: LIFParams,
     want_db: bool,
     blocks: tuple[int, int] | None = None,
+    scan: str = "default",
 ) -> torch.Tensor | None:
     """Reverse-time BPTT: v_pre (T, B, n) float32 and dL/ds (any strides) → dL/dy in ``dy``.
 
     ``dy`` (T, B, n) contiguous has the spikes' dtype; for float32 it may be ``vpre``
     (overwritten in place). Returns the bias gradient (n,) in float32 when ``want_db``.
-    ``blocks`` = (BLOCK_B, BLOCK_N) overrides the tile (powers of two; for tests).
+    ``blocks`` = (BLOCK_B, BLOCK_N) overrides the tile (powers of two; for tests). ``scan``:
+    the kernel design (:data:`SCANS`), the same bits from each.
     """
     steps, batch, n = vpre.shape
     if steps == 0 or batch == 0 or n == 0:
         return torch.zeros(n, dtype=torch.float32, device=vpre.device) if want_db else None
-    launch = backward_launch(vpre, grad_s, dy, p, want_db, _target_programs(vpre), blocks)
+    _check_scan(scan)
+    launch = backward_launch(vpre, grad_s, dy, p, want_db, _target_programs(vpre), blocks, scan)
     launch.run()
     if not want_db:
         return None
