@@ -25,6 +25,7 @@ from snnbench.workload.graph.nodes import Affine, Conv2d, Linear, Node, Scale
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import BRAINSTATE_SURROGATE_CLASSES as SURROGATE_CLASSES
+from ._graph_common import from_jax_layout
 from ._jax_graph import ModuleGraphModel, feed_forward, graph_modules, neuron_step, node_attrs
 
 
@@ -94,14 +95,7 @@ def _read(node: Node, field: str, module: Any) -> np.ndarray:
     graph's layout."""
     if isinstance(node, Scale):
         return np.asarray(module.weight.value, dtype=np.float32)
-    value = np.asarray(module.weight.value[field], dtype=np.float32)
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1)
-    return value
+    return from_jax_layout(node, field, np.asarray(module.weight.value[field], dtype=np.float32))
 
 
 class BrainstateGraphModel(ModuleGraphModel):

@@ -34,7 +34,13 @@ from snnbench.workload.graph.nodes import (
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
-from ._graph_common import affine_term, reshape_op, step_constants
+from ._graph_common import (
+    affine_term,
+    from_jax_layout,
+    reshape_op,
+    step_constants,
+    to_jax_layout,
+)
 from ._jax_common import JaxModel, jax_device, surrogate_derivative
 
 
@@ -132,26 +138,6 @@ def _haiku_path(name: str, node: Node, field: str) -> tuple[str, str]:
     return name, {"weight": "w", "bias": "b"}[field]
 
 
-def _to_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)  # (out, in) → haiku's (in, out)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1, 1, 1)  # an NCHW Conv2D's bias broadcasts over H, W
-    return value
-
-
-def _from_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1)
-    return value
-
-
 class HaikuGraphModel(V1Model):
     """The compiled haiku graph, timed as :class:`JaxModel` times a Linear+LIF network; its
     gradients by ``node.field`` in the graph's layouts."""
@@ -178,7 +164,7 @@ class HaikuGraphModel(V1Model):
         params: dict[str, dict[str, Any]] = {}
         for name, node, field in self._fields:
             module, key = _haiku_path(name, node, field)
-            value = _to_haiku(node, field, np.asarray(data.params[f"{name}.{field}"]))
+            value = to_jax_layout(node, field, np.asarray(data.params[f"{name}.{field}"]))
             params.setdefault(module, {})[key] = jax.device_put(
                 np.asarray(value, dtype=np.float32), dev)
         x = jax.device_put(np.asarray(data.inputs, dtype=np.float32), dev)
@@ -204,5 +190,5 @@ class HaikuGraphModel(V1Model):
         for name, node, field in self._fields:
             module, key = _haiku_path(name, node, field)
             value = np.asarray(tree[module][key], dtype=np.float32)
-            out[f"{name}.{field}"] = _from_haiku(node, field, value)
+            out[f"{name}.{field}"] = from_jax_layout(node, field, value)
         return out
