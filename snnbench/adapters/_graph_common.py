@@ -1,8 +1,7 @@
 """What every native graph builder shares, importing no framework: the float64 coefficients
 of a neuron node's step (``docs/nir.md``), and for the JAX builders (haiku, brainstate, spyx)
 those coefficients as float32 constants, the input term and the reshaping nodes (Flatten,
-SumPool2d, AvgPool2d) as array methods any JAX array has, and the graph's arrays to and from
-the layouts those libraries keep.
+SumPool2d, AvgPool2d) as array methods any JAX array has.
 """
 
 from __future__ import annotations
@@ -12,19 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.workload.graph.nodes import (
-    IF,
-    LI,
-    LIF,
-    Affine,
-    AvgPool2d,
-    Conv2d,
-    CubaLIF,
-    Flatten,
-    Linear,
-    Node,
-    SumPool2d,
-)
+from snnbench.workload.graph.nodes import IF, LI, LIF, AvgPool2d, CubaLIF, Flatten, Node, SumPool2d
 from snnbench.workload.graph.reference import (
     Dynamics,
     membrane_coefficients,
@@ -90,27 +77,3 @@ def reshape_op(node: Node) -> Callable[[Any], Any]:
         return y / (kh * kw) if divide else y
     return pool
 
-
-def to_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    """The graph's array ``node.field`` in the layout the JAX libraries keep: an Affine or
-    Linear weight (in, out), a Conv2d weight HWIO and its bias (C, 1, 1) (an NCHW convolution's
-    bias broadcasts over H, W)."""
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)  # (out, in) → (in, out)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1, 1, 1)
-    return value
-
-
-def from_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    """The inverse of :func:`to_jax_layout`: an array (a parameter or its gradient) back in
-    the graph's layout."""
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1)
-    return value

@@ -2,7 +2,8 @@
 step of ``docs/nir.md``, the walk over the graph's modules, and the model that splits the
 parameters off, times them as :class:`~._jax_common.JaxModel` and reads gradients by
 ``node.field``. The frameworks differ only in the modules, the split/merge and the layouts,
-which the callers pass in.
+which the callers pass in; the graph's arrays to and from the layouts the JAX libraries keep
+serve haiku's builder too.
 
 Nothing here imports JAX at module level (see :mod:`._jax_common`).
 """
@@ -16,7 +17,7 @@ import numpy as np
 
 from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import LI, Conv2d, CubaLIF, Graph, Node, Output
+from snnbench.workload.graph.nodes import LI, Affine, Conv2d, CubaLIF, Graph, Linear, Node, Output
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
@@ -108,6 +109,31 @@ def feed_forward(graph: Graph, module: Callable[[str], Any],
         return found(h)
 
     return graph.feed_forward(apply)
+
+
+def to_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
+    """The graph's array ``node.field`` in the layout the JAX libraries keep: an Affine or
+    Linear weight (in, out), a Conv2d weight HWIO and its bias (C, 1, 1) (an NCHW convolution's
+    bias broadcasts over H, W)."""
+    if field == "weight" and isinstance(node, Affine | Linear):
+        return np.ascontiguousarray(value.T)  # (out, in) → (in, out)
+    if field == "weight" and isinstance(node, Conv2d):
+        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
+    if field == "bias" and isinstance(node, Conv2d):
+        return value.reshape(-1, 1, 1)
+    return value
+
+
+def from_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_jax_layout`: an array (a parameter or its gradient) back in
+    the graph's layout."""
+    if field == "weight" and isinstance(node, Affine | Linear):
+        return np.ascontiguousarray(value.T)
+    if field == "weight" and isinstance(node, Conv2d):
+        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
+    if field == "bias" and isinstance(node, Conv2d):
+        return value.reshape(-1)
+    return value
 
 
 class ModuleGraphModel(V1Model):

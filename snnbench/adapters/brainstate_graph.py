@@ -25,8 +25,14 @@ from snnbench.workload.graph.nodes import Affine, Conv2d, Linear, Node, Scale
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import BRAINSTATE_SURROGATE_CLASSES as SURROGATE_CLASSES
-from ._graph_common import from_jax_layout
-from ._jax_graph import ModuleGraphModel, feed_forward, graph_modules, neuron_step, node_attrs
+from ._jax_graph import (
+    ModuleGraphModel,
+    feed_forward,
+    from_jax_layout,
+    graph_modules,
+    neuron_step,
+    node_attrs,
+)
 
 
 def _neuron(node: Node, dyn: Dynamics) -> Any:

@@ -34,14 +34,9 @@ from snnbench.workload.graph.nodes import (
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
-from ._graph_common import (
-    affine_term,
-    from_jax_layout,
-    reshape_op,
-    step_constants,
-    to_jax_layout,
-)
+from ._graph_common import affine_term, reshape_op, step_constants
 from ._jax_common import JaxModel, jax_device, surrogate_derivative
+from ._jax_graph import from_jax_layout, to_jax_layout
 
 
 def _spike_fn(dyn: Dynamics) -> Callable[[Any], Any]:
