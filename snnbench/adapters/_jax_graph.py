@@ -22,7 +22,7 @@ from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
 from ._graph_common import affine_term, reshape_op, step_constants
-from ._jax_common import JaxModel, jax_device
+from ._jax_common import JaxModel, jax_device, split_on_device
 
 #: one step of a neuron node: (input term, membrane, current) → (output, membrane, current)
 Step = Callable[[Any, Any, Any], tuple[Any, Any, Any]]
@@ -154,11 +154,7 @@ class ModuleGraphModel(V1Model):
         graph = data.graph
         dev = jax_device(device)
         attrs = node_attrs(graph)
-        with jax.default_device(dev):
-            built = network()
-        tree, params, rest = split(built)
-        params = jax.device_put(params, dev)
-        rest = jax.device_put(rest, dev)
+        tree, params, rest = split_on_device(network, split, dev)
         self._fields = [(name, graph.node(name), field) for name in attrs
                         for field in graph.node(name).trainable]
         self._attrs = attrs
