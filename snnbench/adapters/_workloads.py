@@ -21,7 +21,6 @@ The names (``name``, ``library``, ``module``, ``framework``, ``variants``, ``des
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from snnbench import adapter as v1, plugin
@@ -32,18 +31,6 @@ from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 
 #: the attributes the v2 adapter takes from its v1 Linear+LIF adapter
 _NAMES = ("name", "library", "module", "framework", "variants", "description", "depends_on")
-
-
-class LinearLifModel(plugin.V1Model):
-    """A Linear+LIF model of the plugin API v1 whose gradients are read by name."""
-
-    def __init__(self, model: v1.Model, workload: LinearLif) -> None:
-        super().__init__(model)
-        self._workload = workload
-
-    def gradients(self) -> Mapping[str, Any]:
-        grad_weights, grad_biases = self.legacy.gradients()
-        return self._workload.gradients_by_name(grad_weights, grad_biases)
 
 
 class WorkloadsAdapter(plugin.Adapter):
@@ -115,7 +102,7 @@ class WorkloadsAdapter(plugin.Adapter):
     def build(self, workload: Workload, data: Any, device: str, variant: str) -> plugin.Model:
         if isinstance(workload, LinearLif):
             model = self.spec_adapter.build(workload.spec, data, device, variant)
-            return LinearLifModel(model, workload)
+            return plugin.LinearLifModel(model, workload)
         reason = self.reason_skipped(workload, device, variant)
         if reason is not None:
             raise v1.CaseSkipped(reason)
