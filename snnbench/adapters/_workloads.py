@@ -21,13 +21,17 @@ The names (``name``, ``library``, ``module``, ``framework``, ``variants``, ``des
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from snnbench import adapter as v1, plugin
 from snnbench.workload import GraphKnobs, LinearLif, NirGraph, Workload
 from snnbench.workload.graph import GraphData
 from snnbench.workload.graph.workload import KIND as NIR_GRAPH
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
 
 #: the attributes the v2 adapter takes from its v1 Linear+LIF adapter
 _NAMES = ("name", "library", "module", "framework", "variants", "description", "depends_on")
@@ -111,3 +115,25 @@ class WorkloadsAdapter(plugin.Adapter):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class TorchNeuronsAdapter(WorkloadsAdapter):
+    """A PyTorch library's adapter whose ``nir-graph`` build is the plain PyTorch graph
+    (:class:`~.torch_graph.TorchGraphModel`) with the library's own neurons,
+    :meth:`neuron_op`."""
+
+    #: what the graph build honours of a ``nir-graph`` case
+    torch_graph_knobs: ClassVar[GraphKnobs]
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return self.torch_graph_knobs
+
+    @abstractmethod
+    def neuron_op(self) -> NeuronBuilder:
+        """The library's loop over time of a neuron node (it imports the library)."""
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, self.neuron_op())
