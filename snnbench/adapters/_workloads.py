@@ -22,6 +22,7 @@ The names (``name``, ``library``, ``module``, ``framework``, ``variants``, ``des
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from snnbench import adapter as v1, plugin
@@ -29,6 +30,9 @@ from snnbench.workload import GraphKnobs, LinearLif, NirGraph, Workload
 from snnbench.workload.graph import GraphData
 from snnbench.workload.graph.workload import KIND as NIR_GRAPH
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
+
+#: a graph model's constructor: (workload, data, device) → the model
+GraphModelClass = Callable[[NirGraph, GraphData, str], plugin.Model]
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     from .torch_graph import NeuronBuilder
@@ -137,3 +141,22 @@ class TorchNeuronsAdapter(WorkloadsAdapter):
         from .torch_graph import TorchGraphModel
 
         return TorchGraphModel(workload, data, device, self.neuron_op())
+
+
+class Fp32GraphAdapter(WorkloadsAdapter):
+    """An adapter (the JAX libraries') whose ``nir-graph`` build, :meth:`graph_model`, runs
+    in the ``fp32`` variant only (a graph case is float32)."""
+
+    #: what the ``fp32`` variant honours of a ``nir-graph`` case
+    fp32_graph_knobs: ClassVar[GraphKnobs]
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return self.fp32_graph_knobs if variant == "fp32" else None
+
+    @abstractmethod
+    def graph_model(self) -> GraphModelClass:
+        """The graph model's class (its module imports the library)."""
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        return self.graph_model()(workload, data, device)
