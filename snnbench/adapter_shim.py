@@ -10,7 +10,6 @@ plugin written against version 1 runs, verifies and records exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from snnbench import adapter as v1, plugin as v2
@@ -49,16 +48,8 @@ def _not_linear_lif(workload: Workload) -> str:
     return f"workload kind {workload.kind!r} not supported (supports: {LINEAR_LIF})"
 
 
-class LegacyModel(v2.V1Model):
-    """A version-1 model whose gradients are read by name."""
-
-    def __init__(self, model: v1.Model, workload: LinearLif) -> None:
-        super().__init__(model)
-        self._workload = workload
-
-    def gradients(self) -> Mapping[str, Any]:
-        grad_weights, grad_biases = self.legacy.gradients()
-        return self._workload.gradients_by_name(grad_weights, grad_biases)
+#: a version-1 model whose gradients are read by name (one class with the v2 adapters' own)
+LegacyModel = v2.LinearLifModel
 
 
 class LegacyAdapter(v2.Adapter):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from snnbench import adapter as v1
-from snnbench.workload import Knobs, LinearLifKnobs, Workload
+from snnbench.workload import Knobs, LinearLif, LinearLifKnobs, Workload
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 from snnbench.workload.linear_lif.spec import FloatArray
 
@@ -141,6 +141,20 @@ class V1Model(Model):
 
     def timer_kind(self) -> str | None:
         return self.legacy.timer_kind()
+
+
+class LinearLifModel(V1Model):
+    """A version-1 Linear+LIF model whose gradients ``([dW], [db])`` are read by the
+    workload's names (``layers.{l}.weight``, ``layers.{l}.bias``): what the v1 shim wraps a v1
+    plugin's model in, and what a v2 adapter building ``linear-lif`` with v1 code returns."""
+
+    def __init__(self, model: v1.Model, workload: LinearLif) -> None:
+        super().__init__(model)
+        self._workload = workload
+
+    def gradients(self) -> Mapping[str, Any]:
+        grad_weights, grad_biases = self.legacy.gradients()
+        return self._workload.gradients_by_name(grad_weights, grad_biases)
 
 
 class Adapter(v1.AdapterBase, ABC):

@@ -1,16 +1,18 @@
 """What every native graph builder shares, importing no framework: the float64 coefficients
 of a neuron node's step (``docs/nir.md``), and for the JAX builders (haiku, brainstate, spyx)
 those coefficients as float32 constants, the input term and the reshaping nodes (Flatten,
-SumPool2d, AvgPool2d) as array methods any JAX array has.
+SumPool2d, AvgPool2d) as array methods any JAX array has; for the torch builders (torch,
+fused, lava-dl) the graph's arrays as leaf tensors and the model methods that read them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from snnbench.plugin import Model
 from snnbench.workload.graph.nodes import IF, LI, LIF, AvgPool2d, CubaLIF, Flatten, Node, SumPool2d
 from snnbench.workload.graph.reference import (
     Dynamics,
@@ -76,3 +78,43 @@ def reshape_op(node: Node) -> Callable[[Any], Any]:
         y = x.reshape(*x.shape[:2], c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
         return y / (kh * kw) if divide else y
     return pool
+
+
+
+def leaf_tensors(params: Mapping[str, np.ndarray], device: str) -> dict[str, Any]:
+    """The graph's ``node.field`` arrays as float32 torch tensors on ``device`` that require
+    grad (torch is imported here, never at module level)."""
+    import torch
+
+    return {name: torch.tensor(np.array(value, dtype=np.float32), device=device,
+                               requires_grad=True)
+            for name, value in params.items()}
+
+
+class TorchLeavesModel(Model):
+    """A torch model of a graph whose trainable arrays are ``parameters`` (``node.field`` →
+    a tensor of :func:`leaf_tensors`): the loss is the sum of what ``forward`` returns, the
+    gradients those of the leaves (zeros for one the loss does not reach)."""
+
+    device: Any
+    parameters: dict[str, Any]
+
+    def backward(self, handle: Any) -> None:
+        handle.sum().backward()
+
+    def zero_grad(self) -> None:
+        for p in self.parameters.values():
+            p.grad = None
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def gradients(self) -> Mapping[str, Any]:
+        import torch
+
+        return {name: p.grad.detach().to(device="cpu", dtype=torch.float32).numpy()
+                if p.grad is not None else np.zeros(tuple(p.shape), dtype=np.float32)
+                for name, p in self.parameters.items()}

@@ -386,6 +386,18 @@ class JaxModel(Model):
         self._last = None
 
 
+def split_on_device(network: Callable[[], Any], split: Callable[[Any], Sequence[Any]],
+                    dev: jax.Device) -> tuple[Any, Any, Any]:
+    """``network()`` built on ``dev`` and ``split`` into (graph, parameters, other state), the
+    two trees put on ``dev``."""
+    import jax
+
+    with jax.default_device(dev):
+        built = network()
+    graph, params, rest = split(built)
+    return graph, jax.device_put(params, dev), jax.device_put(rest, dev)
+
+
 def graph_model(
     spec: NetworkSpec,
     data: CaseData,
@@ -402,14 +414,8 @@ def graph_model(
     alone are what JAX differentiates, the way the libraries' own transforms do. ``run``
     applies a merged module to the (T, B, n) input; ``linears`` reads each layer's (kernel,
     bias or None) from a merged module whose parameters are gradients."""
-    import jax
-
     dev = jax_device(device)
-    with jax.default_device(dev):
-        built = network()
-    graph, params, rest = split(built)
-    params = jax.device_put(params, dev)
-    rest = jax.device_put(rest, dev)
+    graph, params, rest = split_on_device(network, split, dev)
 
     def apply(p: Any, inputs: jax.Array) -> jax.Array:
         return run(merge(graph, p, rest), inputs)

@@ -21,8 +21,9 @@ The names (``name``, ``library``, ``module``, ``framework``, ``variants``, ``des
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from snnbench import adapter as v1, plugin
 from snnbench.workload import GraphKnobs, LinearLif, NirGraph, Workload
@@ -30,20 +31,14 @@ from snnbench.workload.graph import GraphData
 from snnbench.workload.graph.workload import KIND as NIR_GRAPH
 from snnbench.workload.linear_lif import KIND as LINEAR_LIF
 
+#: a graph model's constructor: (workload, data, device) → the model
+GraphModelClass = Callable[[NirGraph, GraphData, str], plugin.Model]
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
+
 #: the attributes the v2 adapter takes from its v1 Linear+LIF adapter
 _NAMES = ("name", "library", "module", "framework", "variants", "description", "depends_on")
-
-
-class LinearLifModel(plugin.V1Model):
-    """A Linear+LIF model of the plugin API v1 whose gradients are read by name."""
-
-    def __init__(self, model: v1.Model, workload: LinearLif) -> None:
-        super().__init__(model)
-        self._workload = workload
-
-    def gradients(self) -> Mapping[str, Any]:
-        grad_weights, grad_biases = self.legacy.gradients()
-        return self._workload.gradients_by_name(grad_weights, grad_biases)
 
 
 class WorkloadsAdapter(plugin.Adapter):
@@ -115,7 +110,7 @@ class WorkloadsAdapter(plugin.Adapter):
     def build(self, workload: Workload, data: Any, device: str, variant: str) -> plugin.Model:
         if isinstance(workload, LinearLif):
             model = self.spec_adapter.build(workload.spec, data, device, variant)
-            return LinearLifModel(model, workload)
+            return plugin.LinearLifModel(model, workload)
         reason = self.reason_skipped(workload, device, variant)
         if reason is not None:
             raise v1.CaseSkipped(reason)
@@ -124,3 +119,44 @@ class WorkloadsAdapter(plugin.Adapter):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class TorchNeuronsAdapter(WorkloadsAdapter):
+    """A PyTorch library's adapter whose ``nir-graph`` build is the plain PyTorch graph
+    (:class:`~.torch_graph.TorchGraphModel`) with the library's own neurons,
+    :meth:`neuron_op`."""
+
+    #: what the graph build honours of a ``nir-graph`` case
+    torch_graph_knobs: ClassVar[GraphKnobs]
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return self.torch_graph_knobs
+
+    @abstractmethod
+    def neuron_op(self) -> NeuronBuilder:
+        """The library's loop over time of a neuron node (it imports the library)."""
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        from .torch_graph import TorchGraphModel
+
+        return TorchGraphModel(workload, data, device, self.neuron_op())
+
+
+class Fp32GraphAdapter(WorkloadsAdapter):
+    """An adapter (the JAX libraries') whose ``nir-graph`` build, :meth:`graph_model`, runs
+    in the ``fp32`` variant only (a graph case is float32)."""
+
+    #: what the ``fp32`` variant honours of a ``nir-graph`` case
+    fp32_graph_knobs: ClassVar[GraphKnobs]
+
+    def graph_knobs(self, variant: str) -> GraphKnobs | None:
+        return self.fp32_graph_knobs if variant == "fp32" else None
+
+    @abstractmethod
+    def graph_model(self) -> GraphModelClass:
+        """The graph model's class (its module imports the library)."""
+
+    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
+                    variant: str) -> plugin.Model:
+        return self.graph_model()(workload, data, device)

@@ -31,15 +31,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from snnbench import plugin
 from snnbench.adapter import Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from ._declared import BRAINSTATE_GRAPH_KNOBS, BRAINSTATE_SURROGATE_CLASSES
 from ._jax_common import JaxAdapterBase
-from ._workloads import WorkloadsAdapter
+from ._workloads import Fp32GraphAdapter, GraphModelClass
 
 #: the spec's surrogate → the braintools.surrogate class with the same derivative
 SURROGATE_CLASSES = BRAINSTATE_SURROGATE_CLASSES
@@ -159,18 +156,16 @@ class BrainstateAdapter(JaxAdapterBase):
         )
 
 
-class Brainstate(WorkloadsAdapter):
+class Brainstate(Fp32GraphAdapter):
     """The registered ``brainstate`` adapter (plugin API v2): ``linear-lif`` through
     :class:`BrainstateAdapter`, every variant; ``nir-graph`` through :mod:`.brainstate_graph`
     in the ``fp32`` variant (a graph case is float32)."""
 
     linear_lif = BrainstateAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return BRAINSTATE_GRAPH_KNOBS if variant == "fp32" else None
+    fp32_graph_knobs = BRAINSTATE_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def graph_model(self) -> GraphModelClass:
         from .brainstate_graph import BrainstateGraphModel
 
-        return BrainstateGraphModel(workload, data, device)
+        return BrainstateGraphModel

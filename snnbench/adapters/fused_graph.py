@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from snnbench.adapter import CaseSkipped
-from snnbench.plugin import Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import LIF, Affine, Graph, Linear
 from snnbench.workload.graph.reference import Dynamics, membrane_coefficients
 
+from ._graph_common import TorchLeavesModel, leaf_tensors
 from ._layer_chain import chain_names, uniform_value
 
 #: what the fused build honours of a graph case; the chain, the uniform parameters and an
@@ -106,7 +106,7 @@ def plan_chain(graph: Graph, params: Mapping[str, np.ndarray], dyn: Dynamics
     return layers
 
 
-class FusedGraphModel(Model):
+class FusedGraphModel(TorchLeavesModel):
     """A chain of :func:`~snnbench.fused.fused_linear_lif` layers (:func:`plan_chain`) on
     the workload's input; the loss is the sum of the output spikes, the gradients those of
     the graph's ``node.field`` arrays."""
@@ -120,9 +120,7 @@ class FusedGraphModel(Model):
         self.layers = plan_chain(data.graph, data.params, dyn)
         self.device = torch.device(device)
         self.backend = "triton" if self.device.type == "cuda" else "cpu"
-        self.parameters = {name: torch.tensor(np.array(value, dtype=np.float32),
-                                              device=device, requires_grad=True)
-                           for name, value in data.params.items()}
+        self.parameters = leaf_tensors(data.params, device)
         self.lif = [LIFParams(beta=layer.beta, threshold=layer.threshold, reset=dyn.reset,
                               surrogate=dyn.surrogate, slope=float(dyn.surrogate_slope),
                               detach_reset=dyn.detach_reset) for layer in self.layers]
@@ -141,23 +139,5 @@ class FusedGraphModel(Model):
             h = fused_linear_lif(h, w, b, lif, self.backend)
         return h
 
-    def backward(self, handle: Any) -> None:
-        handle.sum().backward()
-
-    def zero_grad(self) -> None:
-        for p in self.parameters.values():
-            p.grad = None
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
     def spikes(self, handle: Any) -> Any:
         return handle.detach().to(device="cpu", dtype=self.x.dtype).numpy()
-
-    def gradients(self) -> Mapping[str, Any]:
-        return {name: p.grad.detach().cpu().numpy() if p.grad is not None
-                else np.zeros(tuple(p.shape), dtype=np.float32)
-                for name, p in self.parameters.items()}

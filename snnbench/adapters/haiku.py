@@ -23,15 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench import plugin
 from snnbench.adapter import Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from ._declared import HAIKU_GRAPH_KNOBS
 from ._jax_common import JaxAdapterBase
-from ._workloads import WorkloadsAdapter
+from ._workloads import Fp32GraphAdapter, GraphModelClass
 
 
 def build_haiku_network(spec: NetworkSpec) -> Any:
@@ -132,18 +129,16 @@ class HaikuAdapter(JaxAdapterBase):
         return JaxModel(transformed.apply, params, x, dev, spec, layer_grads)
 
 
-class Haiku(WorkloadsAdapter):
+class Haiku(Fp32GraphAdapter):
     """The registered ``haiku`` adapter (plugin API v2): ``linear-lif`` through
     :class:`HaikuAdapter`, both variants; ``nir-graph`` through :mod:`.haiku_graph` in the
     ``fp32`` variant (a graph case is float32)."""
 
     linear_lif = HaikuAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return HAIKU_GRAPH_KNOBS if variant == "fp32" else None
+    fp32_graph_knobs = HAIKU_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def graph_model(self) -> GraphModelClass:
         from .haiku_graph import HaikuGraphModel
 
-        return HaikuGraphModel(workload, data, device)
+        return HaikuGraphModel

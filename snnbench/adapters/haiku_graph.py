@@ -20,7 +20,6 @@ import numpy as np
 from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
-    LI,
     Affine,
     Conv2d,
     CubaLIF,
@@ -34,8 +33,9 @@ from snnbench.workload.graph.nodes import (
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
-from ._graph_common import affine_term, reshape_op, step_constants
+from ._graph_common import reshape_op
 from ._jax_common import JaxModel, jax_device, surrogate_derivative
+from ._jax_graph import from_jax_layout, neuron_step, to_jax_layout
 
 
 def _spike_fn(dyn: Dynamics) -> Callable[[Any], Any]:
@@ -58,39 +58,28 @@ def _spike_fn(dyn: Dynamics) -> Callable[[Any], Any]:
 
 
 def _neuron(node: Node, dyn: Dynamics) -> Callable[[Any], Any]:
-    """The node's ``lax.scan`` over T: (T, B, *shape) → (T, B, *shape)."""
+    """The node's ``lax.scan`` over T: (T, B, *shape) → (T, B, *shape); only a CubaLIF
+    carries a current."""
     import jax.numpy as jnp
     from jax import lax
 
-    c = step_constants(node, dyn)
-    a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
-    spike = _spike_fn(dyn)
-    spiking = not isinstance(node, LI)
+    drive, step = neuron_step(node, dyn, _spike_fn(dyn))
     cuba = isinstance(node, CubaLIF)
-    subtract = dyn.reset == "subtract"
-    detach = dyn.detach_reset
-
-    def fire(v: Any) -> tuple[Any, Any]:
-        s = spike(v - theta)
-        r = lax.stop_gradient(s) if detach else s
-        return (v - theta * r if subtract else v * (1.0 - r)), s
-
-    def step(v: Any, d_t: Any) -> tuple[Any, Any]:
-        v = a * v + d_t
-        return fire(v) if spiking else (v, v)
-
-    def cuba_step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
-        v, cur = state
-        cur = alpha * cur + d_t
-        v, s = fire(a * v + affine_term(cur, g, leak))
-        return (v, cur), s
 
     def run(x: Any) -> Any:
         zero = jnp.zeros(x.shape[1:], x.dtype)
         if cuba:
-            _, out = lax.scan(cuba_step, (zero, zero), affine_term(x, gamma, 0.0))
+            def cuba_step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
+                out, v, cur = step(d_t, *state)
+                return (v, cur), out
+
+            _, out = lax.scan(cuba_step, (zero, zero), drive(x))
         else:
-            _, out = lax.scan(step, zero, affine_term(x, g, leak))
+            def lif_step(v: Any, d_t: Any) -> tuple[Any, Any]:
+                out, v, _ = step(d_t, v, zero)
+                return v, out
+
+            _, out = lax.scan(lif_step, zero, drive(x))
         return out
 
     return run
@@ -132,26 +121,6 @@ def _haiku_path(name: str, node: Node, field: str) -> tuple[str, str]:
     return name, {"weight": "w", "bias": "b"}[field]
 
 
-def _to_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)  # (out, in) → haiku's (in, out)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1, 1, 1)  # an NCHW Conv2D's bias broadcasts over H, W
-    return value
-
-
-def _from_haiku(node: Node, field: str, value: np.ndarray) -> np.ndarray:
-    if field == "weight" and isinstance(node, Affine | Linear):
-        return np.ascontiguousarray(value.T)
-    if field == "weight" and isinstance(node, Conv2d):
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
-    if field == "bias" and isinstance(node, Conv2d):
-        return value.reshape(-1)
-    return value
-
-
 class HaikuGraphModel(V1Model):
     """The compiled haiku graph, timed as :class:`JaxModel` times a Linear+LIF network; its
     gradients by ``node.field`` in the graph's layouts."""
@@ -178,7 +147,7 @@ class HaikuGraphModel(V1Model):
         params: dict[str, dict[str, Any]] = {}
         for name, node, field in self._fields:
             module, key = _haiku_path(name, node, field)
-            value = _to_haiku(node, field, np.asarray(data.params[f"{name}.{field}"]))
+            value = to_jax_layout(node, field, np.asarray(data.params[f"{name}.{field}"]))
             params.setdefault(module, {})[key] = jax.device_put(
                 np.asarray(value, dtype=np.float32), dev)
         x = jax.device_put(np.asarray(data.inputs, dtype=np.float32), dev)
@@ -204,5 +173,5 @@ class HaikuGraphModel(V1Model):
         for name, node, field in self._fields:
             module, key = _haiku_path(name, node, field)
             value = np.asarray(tree[module][key], dtype=np.float32)
-            out[f"{name}.{field}"] = _from_haiku(node, field, value)
+            out[f"{name}.{field}"] = from_jax_layout(node, field, value)
         return out

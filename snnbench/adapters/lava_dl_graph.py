@@ -25,7 +25,6 @@ reference's spikes on 100 % of entries, gradient cosines 0.91 and 0.80.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,6 @@ import numpy as np
 
 from snnbench import plugin
 from snnbench.adapter import CaseSkipped
-from snnbench.plugin import Model
 from snnbench.workload.graph import GraphData, GraphKnobs, NirGraph
 from snnbench.workload.graph.nodes import LIF, Affine, CubaLIF, Graph, Linear
 from snnbench.workload.graph.reference import (
@@ -43,6 +41,7 @@ from snnbench.workload.graph.reference import (
 )
 
 from ._declared import LAVA_DL_GRAPH_KNOBS
+from ._graph_common import TorchLeavesModel, leaf_tensors
 from ._layer_chain import chain_names, uniform_value
 from ._workloads import WorkloadsAdapter
 from .lava_dl import SCALE, LavaDlAdapter, grad_params, import_slayer
@@ -110,7 +109,7 @@ def plan_chain(graph: Graph, dyn: Dynamics) -> list[CubaLayer]:
     return layers
 
 
-class LavaDlGraphModel(Model):
+class LavaDlGraphModel(TorchLeavesModel):
     """A chain of ``F.linear`` → gain → lava CUBA layers (:func:`plan_chain`) on the
     workload's input; the loss is the sum of the output spikes, the gradients those of the
     graph's ``node.field`` arrays."""
@@ -122,9 +121,7 @@ class LavaDlGraphModel(Model):
         self.layers = plan_chain(data.graph, dyn)
         slayer = import_slayer()
         self.device = torch.device(device)
-        self.parameters = {name: torch.tensor(np.array(value, dtype=np.float32),
-                                              device=device, requires_grad=True)
-                           for name, value in data.params.items()}
+        self.parameters = leaf_tensors(data.params, device)
         self.neurons = []
         for layer in self.layers:
             # the surrogate's peak and area, as the linear-lif adapter computes them
@@ -149,26 +146,8 @@ class LavaDlGraphModel(Model):
             h = neuron(z.permute(1, 2, 0)).permute(2, 0, 1)
         return h
 
-    def backward(self, handle: Any) -> None:
-        handle.sum().backward()
-
-    def zero_grad(self) -> None:
-        for p in self.parameters.values():
-            p.grad = None
-
-    def synchronize(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
     def spikes(self, handle: Any) -> Any:
         return handle.detach().to(device="cpu").float().numpy()
-
-    def gradients(self) -> Mapping[str, Any]:
-        return {name: p.grad.detach().cpu().numpy() if p.grad is not None
-                else np.zeros(tuple(p.shape), dtype=np.float32)
-                for name, p in self.parameters.items()}
 
 
 class LavaDl(WorkloadsAdapter):

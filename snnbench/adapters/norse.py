@@ -34,20 +34,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, CaseSkipped, Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import DTYPES, MATMUL_PRECISIONS, CaseData, NetworkSpec
 
 from ._declared import NORSE_GRAPH_KNOBS
-from ._workloads import WorkloadsAdapter
+from ._workloads import TorchNeuronsAdapter
 from .torch_variants import COMPILE_CHUNK_STEPS, CompiledChunks
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
 
     from ._torch_common import LifStep, TimeLoop
+    from .torch_graph import NeuronBuilder
 
 #: spec surrogate → (Norse threshold method, alpha as a function of the spec slope)
 NORSE_SURROGATES: dict[str, tuple[str, Callable[[float], float]]] = {
@@ -224,7 +222,7 @@ def _scaled_model(network: Any, linears: Any, x: Any, device: str, scale: float)
     return ScaledGradModel(network, linears, x, device)
 
 
-class Norse(WorkloadsAdapter):
+class Norse(TorchNeuronsAdapter):
     """The registered ``norse`` adapter (plugin API v2): ``linear-lif`` through
     :class:`NorseAdapter`, ``nir-graph`` through :mod:`.norse_graph` (Norse's own cells).
 
@@ -234,12 +232,9 @@ class Norse(WorkloadsAdapter):
 
     linear_lif = NorseAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return NORSE_GRAPH_KNOBS
+    torch_graph_knobs = NORSE_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def neuron_op(self) -> NeuronBuilder:
         from .norse_graph import norse_neuron_op
-        from .torch_graph import TorchGraphModel
 
-        return TorchGraphModel(workload, data, device, norse_neuron_op)
+        return norse_neuron_op

@@ -40,9 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -52,12 +51,13 @@ from snnbench.adapter import (
     distribution_version,
     import_or_unavailable,
 )
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 from ._declared import ROCKPOOL_GRAPH_KNOBS, hide_samna
-from ._workloads import WorkloadsAdapter
+from ._workloads import TorchNeuronsAdapter
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
 
 #: synaptic decay that turns LIFExodus' mandatory synapse into an identity (see module doc)
 EXODUS_SYN_DECAY_EXPONENT = 64
@@ -148,23 +148,20 @@ class RockpoolAdapter(Adapter):
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_state())
 
 
-class Rockpool(WorkloadsAdapter):
+class Rockpool(TorchNeuronsAdapter):
     """The registered ``rockpool`` adapter (plugin API v2): ``linear-lif`` through
     :class:`RockpoolAdapter`, ``nir-graph`` through :mod:`.rockpool_graph` (``LIFNeuronTorch``
     for LIF and IF nodes; reset subtract through the spike)."""
 
     linear_lif = RockpoolAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return ROCKPOOL_GRAPH_KNOBS
+    torch_graph_knobs = ROCKPOOL_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def neuron_op(self) -> NeuronBuilder:
         _hide_samna()
         from .rockpool_graph import rockpool_neuron_op
-        from .torch_graph import TorchGraphModel
 
-        return TorchGraphModel(workload, data, device, rockpool_neuron_op)
+        return rockpool_neuron_op
 
 
 class RockpoolExodusAdapter(Adapter):

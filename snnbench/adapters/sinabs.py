@@ -27,16 +27,16 @@ network would silently compute its membrane in float32: only float32 is declared
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 from ._declared import SINABS_GRAPH_KNOBS
-from ._workloads import WorkloadsAdapter
+from ._workloads import TorchNeuronsAdapter
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
 
 
 def make_sinabs_lif(layer_cls: Any, spec: NetworkSpec, device: str, reset_fn: Any) -> Any:
@@ -98,18 +98,15 @@ class SinabsAdapter(Adapter):
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_states())
 
 
-class Sinabs(WorkloadsAdapter):
+class Sinabs(TorchNeuronsAdapter):
     """The registered ``sinabs`` adapter (plugin API v2): ``linear-lif`` through
     :class:`SinabsAdapter`, ``nir-graph`` through :mod:`.sinabs_graph` (sinabs' own layers)."""
 
     linear_lif = SinabsAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return SINABS_GRAPH_KNOBS
+    torch_graph_knobs = SINABS_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def neuron_op(self) -> NeuronBuilder:
         from .sinabs_graph import sinabs_neuron_op
-        from .torch_graph import TorchGraphModel
 
-        return TorchGraphModel(workload, data, device, sinabs_neuron_op)
+        return sinabs_neuron_op

@@ -34,9 +34,8 @@ every variant takes ``atan``/``sigmoid`` and float32 only.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from snnbench import plugin
 from snnbench.adapter import (
     Adapter,
     AdapterUnavailable,
@@ -46,12 +45,14 @@ from snnbench.adapter import (
     distribution_version,
 )
 from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from ._declared import SPIKINGJELLY_GRAPH_KNOBS
-from ._workloads import WorkloadsAdapter
+from ._workloads import TorchNeuronsAdapter
 from .torch_ref import REFERENCE_CAPABILITIES
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
 
 ENV_VAR = "SJ_LIF_CUDA_IMPLEMENTATION"
 #: variants selected through ENV_VAR (SpikingJelly >= 2.0)
@@ -230,7 +231,7 @@ class SpikingJellyAdapter(Adapter):
         return SpikingJellyModel(network, linears, input_tensor(spec, data, device), device, nodes)
 
 
-class SpikingJelly(WorkloadsAdapter):
+class SpikingJelly(TorchNeuronsAdapter):
     """The registered ``spikingjelly`` adapter (plugin API v2): ``linear-lif`` through
     :class:`SpikingJellyAdapter`, every variant; ``nir-graph`` through
     :mod:`.spikingjelly_graph` (SpikingJelly's own nodes, multi-step) in the ``torch`` variant
@@ -239,8 +240,10 @@ class SpikingJelly(WorkloadsAdapter):
 
     linear_lif = SpikingJellyAdapter
 
+    torch_graph_knobs = SPIKINGJELLY_GRAPH_KNOBS
+
     def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return SPIKINGJELLY_GRAPH_KNOBS if variant == "torch" else None
+        return self.torch_graph_knobs if variant == "torch" else None
 
     def graph_reason_skipped(self, workload: NirGraph, device: str,
                              variant: str) -> str | None:
@@ -249,9 +252,7 @@ class SpikingJelly(WorkloadsAdapter):
                     f"surrogate, which it refuses on CUDA when {ENV_VAR} selects a backend")
         return None
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def neuron_op(self) -> NeuronBuilder:
         from .spikingjelly_graph import spikingjelly_neuron_op
-        from .torch_graph import TorchGraphModel
 
-        return TorchGraphModel(workload, data, device, spikingjelly_neuron_op)
+        return spikingjelly_neuron_op

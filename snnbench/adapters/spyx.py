@@ -30,15 +30,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from snnbench import plugin
 from snnbench.adapter import Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import CaseData, NetworkSpec
 
 from ._declared import SPYX_GRAPH_KNOBS
 from ._jax_common import JaxAdapterBase
-from ._workloads import WorkloadsAdapter
+from ._workloads import Fp32GraphAdapter, GraphModelClass
 
 
 def canonical_lif_class() -> type:
@@ -189,18 +186,16 @@ class SpyxAdapter(JaxAdapterBase):
         )
 
 
-class Spyx(WorkloadsAdapter):
+class Spyx(Fp32GraphAdapter):
     """The registered ``spyx`` adapter (plugin API v2): ``linear-lif`` through
     :class:`SpyxAdapter`, both variants; ``nir-graph`` through :mod:`.spyx_graph` in the
     ``fp32`` variant (a graph case is float32)."""
 
     linear_lif = SpyxAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return SPYX_GRAPH_KNOBS if variant == "fp32" else None
+    fp32_graph_knobs = SPYX_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
+    def graph_model(self) -> GraphModelClass:
         from .spyx_graph import SpyxGraphModel
 
-        return SpyxGraphModel(workload, data, device)
+        return SpyxGraphModel

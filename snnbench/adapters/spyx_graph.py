@@ -23,23 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import (
-    LI,
-    Affine,
-    Conv2d,
-    CubaLIF,
-    Linear,
-    Node,
-    Output,
-    Scale,
-)
+from snnbench.workload.graph.nodes import Affine, Conv2d, Linear, Node, Scale
 from snnbench.workload.graph.reference import Dynamics
-from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
-from ._graph_common import affine_term, reshape_op, step_constants
-from ._jax_common import JaxModel, jax_device
+from ._jax_graph import ModuleGraphModel, feed_forward, graph_modules, neuron_step, node_attrs
 
 
 def _neuron(node: Node, dyn: Dynamics) -> Any:
@@ -50,14 +38,10 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
     from jax import lax
 
     from ._jax_common import heaviside_ge, surrogate_derivative
-    c = step_constants(node, dyn)
     name, slope = dyn.surrogate, float(dyn.surrogate_slope)
     spike = spyx.axn.custom(bwd=lambda u: surrogate_derivative(u, name, slope),
                             fwd=heaviside_ge)
-    spiking = not isinstance(node, LI)
-    cuba = isinstance(node, CubaLIF)
-    subtract = dyn.reset == "subtract"
-    detach = dyn.detach_reset
+    drive, step = neuron_step(node, dyn, spike)
 
     class GraphNeuron(nnx.Module):
         """One neuron node: state (membrane, current), one step per call."""
@@ -66,27 +50,15 @@ def _neuron(node: Node, dyn: Dynamics) -> Any:
             return jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32)
 
         def __call__(self, d_t: Any, state: tuple[Any, Any]) -> tuple[Any, tuple[Any, Any]]:
-            v, cur = state
-            if cuba:
-                cur = c["alpha"] * cur + d_t
-                v = c["a"] * v + affine_term(cur, c["g"], c["l"])
-            else:
-                v = c["a"] * v + d_t
-            if not spiking:
-                return v, (v, cur)
-            s = spike(v - c["theta"])
-            r = lax.stop_gradient(s) if detach else s
-            v = v - c["theta"] * r if subtract else v * (1.0 - r)
-            return s, (v, cur)
+            out, v, cur = step(d_t, *state)
+            return out, (v, cur)
 
         def run(self, x: Any) -> Any:
-            drive = affine_term(x, c["gamma"], 0.0) if cuba else affine_term(x, c["g"], c["l"])
-
-            def step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
+            def scan_step(state: tuple[Any, Any], d_t: Any) -> tuple[tuple[Any, Any], Any]:
                 out, state = self(d_t, state)
                 return state, out
 
-            _, out = lax.scan(step, self.initial_state(tuple(x.shape[1:])), drive)
+            _, out = lax.scan(scan_step, self.initial_state(tuple(x.shape[1:])), drive(x))
             return out
 
     return GraphNeuron()
@@ -145,87 +117,37 @@ def _read(node: Node, field: str, module: Any) -> np.ndarray:
     return np.ascontiguousarray(value.T)  # (in, out) → (out, in)
 
 
-class SpyxGraphModel(V1Model):
+class SpyxGraphModel(ModuleGraphModel):
     """The compiled spyx/nnx graph, timed as :class:`JaxModel` times a Linear+LIF network;
     its gradients by ``node.field`` in the graph's layouts."""
 
     def __init__(self, workload: NirGraph, data: GraphData, device: str) -> None:
-        import jax
         from flax import nnx
 
-        graph, dyn = data.graph, workload.dynamics
-        dev = jax_device(device)
-        names = [name for name, node in graph.nodes
-                 if name != graph.input and not isinstance(node, Output)]
-        #: node name → the attribute holding its module (a node name need not be an identifier)
-        attrs = {name: f"node{i}" for i, name in enumerate(names)}
+        attrs = node_attrs(data.graph)
 
         class Network(nnx.Module):
             """The graph's modules as attributes; ``__call__`` runs it feed-forward."""
 
             def __init__(self) -> None:
                 rngs = nnx.Rngs(0)  # required by nnx.Linear/Conv; initialisers replaced
-                for name in names:
-                    node = graph.node(name)
-                    if node.stateful:
-                        module = _neuron(node, dyn)
-                    else:
-                        own = {f: np.asarray(data.params[f"{name}.{f}"], dtype=np.float32)
-                               for f in node.trainable}
-                        module = _synapse(node, own, rngs)
-                    if module is not None:
-                        setattr(self, attrs[name], module)
+
+                def synapse(node: Node, params: Mapping[str, np.ndarray]) -> Any:
+                    return _synapse(node, params, rngs)
+
+                for attr, module in graph_modules(workload, data, _neuron, synapse).items():
+                    setattr(self, attr, module)
 
             def __call__(self, x: Any) -> Any:
-                def apply(name: str, h: Any) -> Any:
-                    node = graph.node(name)
-                    if isinstance(node, Output):
-                        return h
-                    if node.stateful:
-                        return getattr(self, attrs[name]).run(h)
-                    module = getattr(self, attrs[name], None)
-                    if module is None:
-                        return reshape_op(node)(h)
-                    if isinstance(node, Conv2d):
-                        nhwc = h.reshape(-1, *node.in_shape).transpose(0, 2, 3, 1)
-                        y = module(nhwc).transpose(0, 3, 1, 2)
-                        return y.reshape(*h.shape[:2], *y.shape[1:])
-                    return module(h)
+                def module(name: str) -> Any:
+                    return getattr(self, attrs[name], None)
 
-                return graph.feed_forward(apply)(x)
+                def conv(m: Any, nchw: Any) -> Any:  # nnx.Conv is channels last
+                    return m(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
-        with jax.default_device(dev):
-            built = Network()
-        graphdef, params, rest = nnx.split(built, nnx.Param, ...)  # type: ignore[misc]
-        params = jax.device_put(params, dev)
-        rest = jax.device_put(rest, dev)
-        self._fields = [(name, graph.node(name), field) for name in names
-                        for field in graph.node(name).trainable]
-        self._attrs = attrs
-        self._graphdef, self._rest = graphdef, rest
-        self._caught: list[Any] = [None]
+                return feed_forward(data.graph, module, conv)(x)
 
-        def apply(p: Any, inputs: Any) -> Any:
-            return self._merge(p)(inputs)
-
-        def catch(grads: Any) -> list[tuple[Any, Any]]:
-            self._caught[0] = grads  # the whole gradient tree, read by name below
-            return []
-
-        x = jax.device_put(np.asarray(data.inputs, dtype=np.float32), dev)
-        # the Linear+LIF model's timing machinery; strict float32 matmuls (the default spec)
-        super().__init__(JaxModel(apply, params, x, dev, NetworkSpec(), catch))
-
-    def _merge(self, params: Any) -> Any:
-        """The module with ``params`` (values or gradients) put back."""
-        from flax import nnx
-
-        return nnx.merge(self._graphdef, params, self._rest)
-
-    def gradients(self) -> Mapping[str, Any]:
-        self.legacy.gradients()  # hands the gradient tree to catch()
-        merged = self._merge(self._caught[0])
-        out: dict[str, FloatArray] = {}
-        for name, node, field in self._fields:
-            out[f"{name}.{field}"] = _read(node, field, getattr(merged, self._attrs[name]))
-        return out
+        super().__init__(
+            data, device, Network,
+            lambda built: nnx.split(built, nnx.Param, ...),  # type: ignore[misc]
+            nnx.merge, lambda module, x: module(x), _read)

@@ -4,7 +4,7 @@
 
 The synaptic nodes run eagerly, as there (one op over all T steps: inside a compiled graph
 Inductor would call the same BLAS or convolution routine). Each neuron node's step, the
-operations of :func:`.torch_graph.torch_neuron_op` in the same order and with the same float32
+operations of :func:`.torch_graph.torch_neuron_step` in the same order and with the same float32
 coefficients, is compiled over ``chunk`` consecutive steps (``torch.compile``, Inductor,
 ``fullgraph=True``, static shapes) and called ``ceil(T / chunk)`` times with its state (the
 membrane, and a CubaLIF's synaptic current) carried between calls.
@@ -20,11 +20,10 @@ from __future__ import annotations
 import torch
 
 from snnbench.workload.graph import NirGraph
-from snnbench.workload.graph.nodes import LI, CubaLIF, Node
+from snnbench.workload.graph.nodes import Node
 from snnbench.workload.graph.reference import Dynamics
 
-from ._graph_common import step_coefficients
-from .torch_graph import NeuronBuilder, Op, coefficient, input_term, spike_fn
+from .torch_graph import NeuronBuilder, Op, torch_neuron_step
 
 Tensor = torch.Tensor
 
@@ -34,36 +33,19 @@ def compiled_neuron_builder(chunk: int) -> NeuronBuilder:
     compiled call."""
 
     def build(node: Node, dyn: Dynamics, device: str) -> Op:
-        c = {k: coefficient(v, device) for k, v in step_coefficients(node, dyn).items()}
-        a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha",
-                                                          "gamma"))
-        spiking = not isinstance(node, LI)
-        cuba = isinstance(node, CubaLIF)
-        subtract = dyn.reset == "subtract"
-        detach = dyn.detach_reset
-        spike = spike_fn(dyn)
+        drive_of, step = torch_neuron_step(node, dyn, device)
 
         def run_chunk(v: Tensor, cur: Tensor, drive: Tensor) -> tuple[Tensor, Tensor, Tensor]:
             out = []
             for d_t in drive.unbind(0):
-                if cuba:
-                    cur = alpha * cur + d_t
-                    v = a * v + input_term(cur, g, leak)
-                else:
-                    v = a * v + d_t
-                if not spiking:
-                    out.append(v)
-                    continue
-                s = spike(v - theta)
-                r = s.detach() if detach else s
-                v = v - theta * r if subtract else v * (1.0 - r)
+                s, v, cur = step(d_t, v, cur)
                 out.append(s)
             return v, cur, torch.stack(out)
 
         compiled = torch.compile(run_chunk, fullgraph=True, dynamic=False)
 
         def run(x: Tensor) -> Tensor:
-            drive = input_term(x, gamma, 0.0) if cuba else input_term(x, g, leak)
+            drive = drive_of(x)
             # the state requires grad from the start, as after the first chunk: one guard set
             v = torch.zeros(drive.shape[1:], dtype=drive.dtype, device=drive.device,
                             requires_grad=drive.requires_grad)

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from snnbench.plugin import Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     LI,
@@ -43,8 +42,8 @@ from snnbench.workload.graph.reference import (
 
 # stated where the adapter reads them without importing torch
 from ._declared import TORCH_GRAPH_KNOBS as TORCH_GRAPH_KNOBS
-from ._graph_common import step_coefficients
-from ._torch_common import OnTorchDevice, surrogate_derivative, to_numpy
+from ._graph_common import TorchLeavesModel, leaf_tensors, step_coefficients
+from ._torch_common import OnTorchDevice, surrogate_derivative
 
 Tensor = torch.Tensor
 Op = Callable[[Tensor], Tensor]
@@ -103,12 +102,12 @@ def input_term(x: Tensor, gain: float | Tensor, offset: float | Tensor) -> Tenso
     return x if _is(offset, 0.0) else x + offset
 
 
-def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
-    """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape).
-
-    The input term g·x + l (γ·x for a CubaLIF's synapse) is one op over all T before the loop,
-    a uniform coefficient a Python float, a gain of 1 and a leak of 0 no op at all: the loop
-    is then the hand-written Linear+LIF loop (v = β·v + x; spike; reset)."""
+def torch_neuron_step(node: Node, dyn: Dynamics,
+                      device: str) -> tuple[Op, Callable[[Tensor, Tensor, Tensor],
+                                                         tuple[Tensor, Tensor, Tensor]]]:
+    """(drive, step) of a stateful node in PyTorch: ``drive(x)`` its input term g·x + l (γ·x
+    for a CubaLIF's synapse) over all T, ``step(d_t, v, cur) → (out, v, cur)`` one step of
+    ``docs/nir.md`` in the reference's order."""
     c = {k: coefficient(v, device) for k, v in step_coefficients(node, dyn).items()}
     a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
     spiking = not isinstance(node, LI)
@@ -117,23 +116,38 @@ def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     detach = dyn.detach_reset
     spike = spike_fn(dyn)
 
+    def drive(x: Tensor) -> Tensor:
+        return input_term(x, gamma, 0.0) if cuba else input_term(x, g, leak)
+
+    def step(d_t: Tensor, v: Tensor, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if cuba:
+            cur = alpha * cur + d_t
+            v = a * v + input_term(cur, g, leak)
+        else:
+            v = a * v + d_t
+        if not spiking:
+            return v, v, cur
+        s = spike(v - theta)
+        r = s.detach() if detach else s
+        return s, (v - theta * r if subtract else v * (1.0 - r)), cur
+
+    return drive, step
+
+
+def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+    """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape).
+
+    The input term g·x + l (γ·x for a CubaLIF's synapse) is one op over all T before the loop,
+    a uniform coefficient a Python float, a gain of 1 and a leak of 0 no op at all: the loop
+    is then the hand-written Linear+LIF loop (v = β·v + x; spike; reset)."""
+    drive, step = torch_neuron_step(node, dyn, device)
+
     def run(x: Tensor) -> Tensor:
-        drive = input_term(x, gamma, 0.0) if cuba else input_term(x, g, leak)
         v = torch.zeros(x.shape[1:], dtype=x.dtype, device=x.device)
         cur = torch.zeros_like(v)
         out = []
-        for d_t in drive.unbind(0):
-            if cuba:
-                cur = alpha * cur + d_t
-                v = a * v + input_term(cur, g, leak)
-            else:
-                v = a * v + d_t
-            if not spiking:
-                out.append(v)
-                continue
-            s = spike(v - theta)
-            r = s.detach() if detach else s
-            v = v - theta * r if subtract else v * (1.0 - r)
+        for d_t in drive(x).unbind(0):
+            s, v, cur = step(d_t, v, cur)
             out.append(s)
         return torch.stack(out)
 
@@ -178,9 +192,7 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str,
     ``neuron_op`` builds each stateful node (a library's neurons); the synaptic nodes are
     PyTorch's own ops, which every PyTorch library uses for them."""
     graph, dyn = data.graph, workload.dynamics
-    parameters = {name: torch.tensor(np.array(value, dtype=np.float32), device=device,
-                                     requires_grad=True)
-                  for name, value in data.params.items()}
+    parameters = leaf_tensors(data.params, device)
     ops: dict[str, Op] = {}
     for name, node in graph.nodes:
         if name == graph.input or isinstance(node, Output):
@@ -197,7 +209,7 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str,
     return graph.feed_forward(apply), parameters
 
 
-class TorchGraphModel(OnTorchDevice, Model):
+class TorchGraphModel(OnTorchDevice, TorchLeavesModel):
     """A graph built by :func:`build_graph_network`, timed as any other model: the loss is the
     sum of the Output node's value."""
 
@@ -214,18 +226,6 @@ class TorchGraphModel(OnTorchDevice, Model):
     def forward(self) -> Tensor:
         return self.network(self.x)
 
-    def backward(self, handle: Any) -> None:
-        handle.sum().backward()
-
-    def zero_grad(self) -> None:
-        for p in self.parameters.values():
-            p.grad = None
-
     def close(self) -> None:
         if self._on_close is not None:
             self._on_close()
-
-    def gradients(self) -> Mapping[str, Any]:
-        return {name: to_numpy(p.grad) if p.grad is not None
-                else np.zeros(tuple(p.shape), dtype=np.float32)
-                for name, p in self.parameters.items()}

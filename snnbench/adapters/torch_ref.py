@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from snnbench import plugin
 from snnbench.adapter import Adapter, Capabilities, Model
-from snnbench.workload import GraphKnobs, NirGraph
-from snnbench.workload.graph import GraphData
 from snnbench.workload.linear_lif.spec import (
     DTYPES,
     MATMUL_PRECISIONS,
@@ -23,12 +20,13 @@ from snnbench.workload.linear_lif.spec import (
 )
 
 from ._declared import TORCH_GRAPH_KNOBS
-from ._workloads import WorkloadsAdapter
+from ._workloads import TorchNeuronsAdapter
 
 if TYPE_CHECKING:  # torch is imported lazily, inside the worker
     import torch
 
     from ._torch_common import LifStep, TimeLoop
+    from .torch_graph import NeuronBuilder
 
 #: what the reference runs: every dtype, surrogate and matmul precision, and the defaults for the
 #: rest (every reset mode, detach rule, bias and input kind, exactly); also what an adapter that
@@ -100,17 +98,15 @@ class TorchAdapter(Adapter):
         return TorchModel(network, linears, input_tensor(spec, data, device), device)
 
 
-class Torch(WorkloadsAdapter):
+class Torch(TorchNeuronsAdapter):
     """The registered ``torch`` adapter (plugin API v2): ``linear-lif`` through
     :class:`TorchAdapter`, ``nir-graph`` through :mod:`.torch_graph`, every node kind."""
 
     linear_lif = TorchAdapter
 
-    def graph_knobs(self, variant: str) -> GraphKnobs | None:
-        return TORCH_GRAPH_KNOBS
+    torch_graph_knobs = TORCH_GRAPH_KNOBS
 
-    def build_graph(self, workload: NirGraph, data: GraphData, device: str,
-                    variant: str) -> plugin.Model:
-        from .torch_graph import TorchGraphModel
+    def neuron_op(self) -> NeuronBuilder:
+        from .torch_graph import torch_neuron_op
 
-        return TorchGraphModel(workload, data, device)
+        return torch_neuron_op
