@@ -118,7 +118,9 @@ def _memory_check(
 ) -> list[TargetCheck]:
     rows = memory[(memory[rows_workload(memory).size_param] == n)]
     for col, value in d.items():
-        rows = rows[rows[col] == value]
+        # a column of another workload kind is NaN on every row of this one: NaN matches NaN
+        same = rows[col].isna() if pd.isna(value) else rows[col] == value
+        rows = rows[same]
     fused = rows[rows["adapter"] == FUSED]
     torch_ref = rows[(rows["adapter"] == "torch") & (rows["variant"].isin(["", "default"]))]
     if fused.empty or torch_ref.empty:
