@@ -140,7 +140,7 @@ def conformance_blocks(run_dir: Path) -> list[Block]:
     one that names each file that could not be read (none when there is no result)."""
     found, bad = load_checks(run_dir)
     blocks = [Block(f"{TITLE}: {report.network}", check_table(report),
-                    " ".join([*heading(report), f"({where}).", NOTE]),
+                    f"{'; '.join(heading(report))} ({where}). {NOTE}",
                     anchor=f"nir-check-{report.check_id}")
               for where, report in found]
     if bad:
