@@ -19,8 +19,8 @@ from snnbench.adapters.fused import Fused  # noqa: E402
 from snnbench.adapters.fused_graph import plan_chain  # noqa: E402
 from snnbench.registry import get_entry  # noqa: E402
 from snnbench.workload import NirGraph  # noqa: E402
-from snnbench.workload.graph.compare import compare_graph  # noqa: E402
 from snnbench.workload.graph.examples import write_example, write_graph  # noqa: E402
+from tests.fixtures.graphs import run_against_reference  # noqa: E402
 
 
 def _workload(path: Path, **choices: Any) -> NirGraph:
@@ -28,17 +28,7 @@ def _workload(path: Path, **choices: Any) -> NirGraph:
 
 
 def _check(workload: NirGraph) -> Any:
-    adapter = Fused()
-    assert adapter.reason_skipped(workload, "cpu", "default") is None
-    data = workload.make_data()
-    model = adapter.build(workload, data, "cpu", "default")
-    model.zero_grad()
-    handle = model.forward()
-    model.backward(handle)
-    grads = model.gradients()
-    assert set(grads) == set(workload.parameter_names())  # by node.field
-    return compare_graph(model.spikes(handle), grads, workload.reference(data),
-                         data.graph.spiking_output())
+    return run_against_reference(Fused(), workload)
 
 
 @pytest.mark.parametrize("choice", [

@@ -19,9 +19,10 @@ from snnbench.adapter import CaseSkipped  # noqa: E402
 from snnbench.adapters.lava_dl_graph import LavaDl, plan_chain  # noqa: E402
 from snnbench.registry import get_entry  # noqa: E402
 from snnbench.workload import NirGraph  # noqa: E402
-from snnbench.workload.graph.compare import MIN_SPIKE_MATCH, compare_graph  # noqa: E402
+from snnbench.workload.graph.compare import MIN_SPIKE_MATCH  # noqa: E402
 from snnbench.workload.graph.examples import write_example, write_graph  # noqa: E402
 from tests.conftest import library_installed  # noqa: E402
+from tests.fixtures.graphs import run_against_reference  # noqa: E402
 
 needs_lava = pytest.mark.skipif(not library_installed("lava-dl"),
                                 reason="lava-dl is not installed")
@@ -50,16 +51,7 @@ def test_the_build_gives_the_references_spikes_and_declares_its_gradient_approxi
     adapter = LavaDl()
     caps = adapter.capabilities("default")
     assert not caps.exact_dynamics and not caps.exact_gradient  # a declared approximation
-    assert adapter.reason_skipped(workload, "cpu", "default") is None
-    data = workload.make_data()
-    model = adapter.build(workload, data, "cpu", "default")
-    model.zero_grad()
-    handle = model.forward()
-    model.backward(handle)
-    grads = model.gradients()
-    assert set(grads) == set(workload.parameter_names())
-    eq = compare_graph(model.spikes(handle), grads, workload.reference(data),
-                       data.graph.spiking_output())
+    eq = run_against_reference(adapter, workload)
     assert eq.output_match >= MIN_SPIKE_MATCH and eq.reference_rate > 0
     # the backward ignores the reset: not the reference's gradient, but its direction
     assert 0.5 < eq.grad_cosine < 0.999
