@@ -196,3 +196,37 @@ def test_entries_are_plain_json_with_their_format(site: Path, tmp_path: Path) ->
     data = json.loads(_entry_file(cache).read_text())
     assert data["format"] == FORMAT and json.loads(data["result"]) == ANSWER
     assert data["key"]["adapter"] == "cached-lib"
+
+
+_LIST_IN_A_FRESH_PROCESS = """
+import sys
+from snnbench import probe as probes
+
+def answer(name, timeout_s, python=""):
+    return {"name": name, "available": True, "version": "9.9", "reason": "",
+            "variants": ["default"], "library": "numpy"}, True
+
+probes.run_probe = answer
+sys.argv = ["snnbench", "list", "--adapters", "fake-ok,fake-toy"]
+from snnbench.cli import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = sorted(m for m in ("scipy", "scipy.stats", "pandas", "matplotlib") if m in sys.modules)
+print("HEAVY=" + ",".join(heavy))
+"""
+
+
+def test_list_never_imports_what_only_results_need(fake_plugins: Path, tmp_path: Path) -> None:
+    """A warm ``list`` answers in about a second (issue 38): the table it prints must not pull
+    in SciPy or pandas (about 1.7 s of imports here), which only ranking results needs."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SNNBENCH_CACHE_DIR": str(tmp_path), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", _LIST_IN_A_FRESH_PROCESS], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "fake-ok" in done.stdout  # the table was printed
+    assert "HEAVY=\n" in done.stdout, done.stdout

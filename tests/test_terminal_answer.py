@@ -307,7 +307,7 @@ def test_flags_show_no_type_and_detach_reset_help_matches_the_default() -> None:
 
 
 def test_env_prints_no_json_in_its_cells() -> None:
-    from snnbench.report.views import environment_facts_table
+    from snnbench.report.facts import environment_facts_table
 
     table = environment_facts_table({
         "snnbench": {"version": "0.1.0", "git_dirty": True}, "cpu": {"isa": ["avx", "avx2"]},

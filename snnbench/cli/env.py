@@ -50,7 +50,7 @@ def env(
         print(json.dumps(data, indent=2))
         return
     from snnbench.render.terminal import Look, print_table
-    from snnbench.report.views import environment_facts_table
+    from snnbench.report.facts import environment_facts_table
 
     print_table(output.console, environment_facts_table(data), Look(fold=True))
 

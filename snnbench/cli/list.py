@@ -137,6 +137,6 @@ def list_adapters(
         output.console.print_json(json.dumps(results))
         return
     from snnbench.render.terminal import Look, print_table
-    from snnbench.report.views import adapters_table
+    from snnbench.report.facts import adapters_table
 
     print_table(output.console, adapters_table(results, __version__), Look(fold=True))
