@@ -153,6 +153,12 @@ def _bad_graph(tmp_path: Path, what: str) -> Path:
         "cycle": lambda: nir.NIRGraph(
             nodes={"input": i, "a": _affine(2, 2), "lif": _lif(2), "output": o},
             edges=[("input", "a"), ("a", "lif"), ("lif", "a"), ("lif", "output")]),
+        # an affine from a layer back to its own input: a recurrent weight
+        "recurrent": lambda: nir.NIRGraph(
+            nodes={"input": i, "a": _affine(2, 2), "rec": _affine(2, 2), "lif": _lif(2),
+                   "output": o},
+            edges=[("input", "a"), ("a", "lif"), ("lif", "rec"), ("rec", "lif"),
+                   ("lif", "output")]),
         "conv1d-dilation": lambda: nir.NIRGraph.from_list(
             nir.Input({"input": np.array([1, 8])}),
             nir.Conv1d(input_shape=8, weight=np.ones((1, 1, 3)), stride=1, padding=0,
@@ -168,7 +174,9 @@ def _bad_graph(tmp_path: Path, what: str) -> Path:
 
 
 BAD = [("not-nir", "is not a NIR file"), ("unknown-node", "a node kind snnbench does not read"),
-       ("cycle", "cycle"),
+       ("cycle", "recurrent connections (the cycle 'a' -> 'lif' -> 'a') are not supported"),
+       ("recurrent", "recurrent connections (the cycle 'lif' -> 'rec' -> 'lif') are not "
+                     "supported"),
        ("conv1d-dilation", "groups and dilation other than 1 are not supported"),
        ("shapes", "does not fit"), ("not-finite", "is not finite"),
        ("no-dt", "dt is missing"), ("missing", "no such file")]

@@ -143,10 +143,21 @@ def _topological(names: list[str], edges: tuple[tuple[str, str], ...], where: st
                 if indegree[dst] == 0:
                     ready.append(dst)
     if len(order) != len(names):
-        stuck = next(n for n in names if n not in order)
-        raise GraphError(f"{where}: the graph has a cycle through node {stuck!r} "
-                         "(only feed-forward graphs are supported)")
+        cycle = " -> ".join(repr(n) for n in _a_cycle(set(names) - set(order), edges))
+        raise GraphError(f"{where}: recurrent connections (the cycle {cycle}) are not "
+                         "supported: only feed-forward graphs are")
     return order
+
+
+def _a_cycle(left: set[str], edges: tuple[tuple[str, str], ...]) -> list[str]:
+    """One cycle among ``left``, the nodes Kahn's order could not place (each has a
+    predecessor among them), as its nodes in edge direction, the first repeated at the end."""
+    pred = {dst: src for src, dst in edges if src in left and dst in left}
+    path = [min(left)]
+    while path[-1] not in path[:-1]:
+        path.append(pred[path[-1]])
+    path = path[path.index(path[-1]):]  # walked against the edges: from the repeat on
+    return path[::-1]
 
 
 def _reached(start: str, edges: tuple[tuple[str, str], ...]) -> set[str]:
