@@ -97,6 +97,19 @@ def test_a_conv1d_that_does_not_fit_the_edge_is_refused() -> None:
         from_nir(_graph_of(_conv(weight=np.ones((2, 2, 3)))))
 
 
+def test_a_conv2d_whose_weight_takes_other_channels_is_refused() -> None:
+    # no input_shape: the sample's shape is what the edge brings, (1, 4, 4), not 3 channels
+    conv = nir.Conv2d(input_shape=None, weight=np.ones((2, 3, 3, 3)), stride=1, padding=1,
+                      dilation=1, groups=1, bias=np.zeros(2))
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([1, 4, 4])}), "conv": conv,
+               "output": nir.Output({"output": np.array([2, 4, 4])})},
+        edges=[("input", "conv"), ("conv", "output")])
+    with pytest.raises(GraphError, match=r"weight \(2, 3, 3, 3\) takes 3 channels, not the 1 "
+                                         r"of a sample of shape \(1, 4, 4\)"):
+        from_nir(graph)
+
+
 def _direct_conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, stride: int,
                    padding: int) -> np.ndarray:
     """y[n, o, l] = b[o] + Σ_c Σ_j w[o, c, j]·x_padded[n, c, l·stride + j], by loops."""
