@@ -5,8 +5,9 @@
 #   timer/IQR/null goals, fused bf16 against the floor and which SpikingJelly kernels run.
 # Usage (repository root, on the box):  bash benchmarks/gpu_lease.sh WHEELHOUSE OUTDIR BUDGET_S [CONFIG]
 #   CONFIG: the sweep (default benchmarks/gpu-lease.toml)
-#   LEASE_STEPS: which optional steps run, a comma list of verify, timers, sj-kernels
-#     (default: all three)
+#   LEASE_STEPS: which optional steps run, a comma list of verify, timers, sj-kernels,
+#     exodus-graph (default: the first three; exodus-graph compiles sinabs-exodus, ~75 s on 16
+#     cores, then verifies the EXODUS adapters' graph builds on the shipped conv example)
 #   RUN_S: seconds for the sweep (default 400)
 #   SJ_NATIVE=1: build SpikingJelly's native CUDA operators beside the set-up (longer than a
 #     15-minute lease allows on 16 cores); else SpikingJelly is installed pure (Triton and torch
@@ -45,6 +46,12 @@ if [[ -z $sj ]]; then  # SpikingJelly and loguru (its import needs it) at the GP
 fi
 wants verify && box 130 verify python3 -m snnbench verify --device cuda --reset both --neurons 256 \
   --surrogate sigmoid --surrogate-slope 4 --adapters all --timeout 100
+if wants exodus-graph; then  # sinabs-exodus (left out of the set-up above), then its graph build
+  box 150 setup-exodus python3 -m snnbench.gpu_setup install --wheelhouse "$wheels" --arch-list 9.0 \
+    --only sinabs-exodus --max-jobs 12
+  box 90 verify-exodus-graph python3 -m snnbench verify --device cuda --network example:conv \
+    --dt 1e-3 --adapters sinabs-exodus,rockpool-exodus,sinabs --timeout 60
+fi
 [[ -n $sj ]] && { wait $sj; echo "== setup-sj: exit $? at $SECONDS s" | tee -a "$work/steps.txt"; tail -n 8 "$work/setup-sj.log"; }
 wants timers && box 70 timers-fp32 python3 benchmarks/gpu_timers.py --device cuda --samples 15 \
   --cases fused:512,fused::cudagraph:512,fused::chunked:512,torch:512,floor:512,null:512,fused:4096,fused::chunked:4096,floor:4096

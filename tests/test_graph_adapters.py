@@ -26,6 +26,7 @@ from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.examples import EXAMPLES, write_example, write_graph
 from snnbench.workload.graph.nodes import NODE_TYPES
 from tests.conftest import available_or_skip, run_cli
+from tests.fixtures.graphs import conv1d_nir, run_against_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,6 +133,24 @@ def test_the_linear_lif_build_is_unchanged(name: str) -> None:
     assert adapter.reason_skipped(LinearLif(spec), "cpu", variant) is None
     eq, _ = check_adapter(adapter, variant, spec, "cpu")
     assert eq.spike_match == 1.0 and eq.grad_cosine >= 0.9999 and eq.spike_rate > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GRAPH_ADAPTERS))
+def test_adapter_builds_a_conv1d_graph_exactly(tmp_path: Path, name: str) -> None:
+    """2×32 → conv1d k=3 (stride 2, padding 1) → LIF → flatten → affine → LIF, T = 10, B = 2:
+    spike for spike and every gradient against the reference (fused skips it, with the
+    reason)."""
+    adapter = _adapter(name)
+    variant, choices = GRAPH_ADAPTERS[name]
+    path = write_graph(conv1d_nir(), tmp_path / "conv1d.nir")
+    workload = NirGraph.from_file(path, dt=1e-3, time_steps=10, batch_size=2, **choices)
+    if name == "fused":
+        reason = adapter.reason_skipped(workload, "cpu", variant)
+        assert reason is not None and "node kind Conv1d not built" in reason
+        return
+    eq = run_against_reference(adapter, workload, variant)
+    assert eq.problems() == [] and eq.output_match == 1.0 and eq.reference_rate > 0
 
 
 def _if_graph(tmp_path: Path) -> Path:

@@ -153,6 +153,17 @@ def _bad_graph(tmp_path: Path, what: str) -> Path:
         "cycle": lambda: nir.NIRGraph(
             nodes={"input": i, "a": _affine(2, 2), "lif": _lif(2), "output": o},
             edges=[("input", "a"), ("a", "lif"), ("lif", "a"), ("lif", "output")]),
+        # an affine from a layer back to its own input: a recurrent weight
+        "recurrent": lambda: nir.NIRGraph(
+            nodes={"input": i, "a": _affine(2, 2), "rec": _affine(2, 2), "lif": _lif(2),
+                   "output": o},
+            edges=[("input", "a"), ("a", "lif"), ("lif", "rec"), ("rec", "lif"),
+                   ("lif", "output")]),
+        "conv1d-dilation": lambda: nir.NIRGraph.from_list(
+            nir.Input({"input": np.array([1, 8])}),
+            nir.Conv1d(input_shape=8, weight=np.ones((1, 1, 3)), stride=1, padding=0,
+                       dilation=2, groups=1, bias=np.zeros(1)),
+            _lif(4), _io(4)[1]),
         "shapes": lambda: nir.NIRGraph.from_list(_io(3)[0], _affine(4, 3), _lif(5),
                                                  _io(5)[1]),
         "not-finite": lambda: nir.NIRGraph.from_list(
@@ -163,7 +174,11 @@ def _bad_graph(tmp_path: Path, what: str) -> Path:
 
 
 BAD = [("not-nir", "is not a NIR file"), ("unknown-node", "a node kind snnbench does not read"),
-       ("cycle", "cycle"), ("shapes", "does not fit"), ("not-finite", "is not finite"),
+       ("cycle", "recurrent connections (the cycle 'a' -> 'lif' -> 'a') are not supported"),
+       ("recurrent", "recurrent connections (the cycle 'lif' -> 'rec' -> 'lif') are not "
+                     "supported"),
+       ("conv1d-dilation", "groups and dilation other than 1 are not supported"),
+       ("shapes", "does not fit"), ("not-finite", "is not finite"),
        ("no-dt", "dt is missing"), ("missing", "no such file")]
 
 

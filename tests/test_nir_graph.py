@@ -106,8 +106,29 @@ def test_a_cycle(tmp_path: Path) -> None:
     i, o = _io(2)
     graph = nir.NIRGraph(nodes={"input": i, "a": _affine(2, 2), "lif": _lif(2), "output": o},
                          edges=[("input", "a"), ("a", "lif"), ("lif", "a"), ("lif", "output")])
-    with pytest.raises(GraphError, match=r"cycle .*only feed-forward"):
+    with pytest.raises(GraphError, match=r"recurrent connections \(the cycle 'a' -> 'lif' -> "
+                                         r"'a'\) are not supported: only feed-forward"):
         read_graph(_write(tmp_path, graph))
+
+
+def test_an_affine_from_a_layer_to_itself_is_refused_as_recurrent() -> None:
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([2])}),
+               "fc": nir.Affine(weight=np.eye(2), bias=np.zeros(2)),
+               "rec": nir.Linear(weight=np.eye(2)),
+               "output": nir.Output({"output": np.array([2])})},
+        edges=[("input", "fc"), ("fc", "output"), ("rec", "rec"), ("fc", "rec")])
+    with pytest.raises(GraphError, match=r"recurrent connections \(the cycle 'rec' -> 'rec'\) "
+                                         r"are not supported: only feed-forward graphs are$"):
+        from_nir(graph)
+    # the line names the cycle, not a node after it (here the first name in any order)
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([2])}), "x": _affine(2, 2),
+               "z_lif": _lif(2), "z_rec": _affine(2, 2), "a_out": _io(2)[1]},
+        edges=[("input", "x"), ("x", "z_lif"), ("z_lif", "z_rec"), ("z_rec", "z_lif"),
+               ("z_lif", "a_out")])
+    with pytest.raises(GraphError, match=r"\(the cycle 'z_lif' -> 'z_rec' -> 'z_lif'\)"):
+        from_nir(graph)
 
 
 def test_mismatched_shapes(tmp_path: Path) -> None:

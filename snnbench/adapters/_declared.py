@@ -66,6 +66,11 @@ SPIKINGJELLY_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURR
 #: sinabs (:mod:`.sinabs_graph`): every node kind, per-neuron parameters too
 SINABS_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
 
+#: sinabs-exodus (:func:`.sinabs_graph.exodus_neuron_op`, CUDA only): sinabs' build with the
+#: EXODUS layers, whose kernels take a subtract reset carrying the spike's gradient only
+SINABS_EXODUS_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, resets=("subtract",),
+                                       detach_reset=(False,), surrogates=SURROGATES)
+
 #: haiku's ``fp32`` variant (:mod:`.haiku_graph`): every node kind (a graph case is float32)
 HAIKU_GRAPH_KNOBS = GraphKnobs(node_kinds=ALL_NODE_KINDS, surrogates=SURROGATES)
 

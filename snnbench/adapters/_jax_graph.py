@@ -17,7 +17,17 @@ import numpy as np
 
 from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import LI, Affine, Conv2d, CubaLIF, Graph, Linear, Node, Output
+from snnbench.workload.graph.nodes import (
+    LI,
+    Affine,
+    Conv1d,
+    Conv2d,
+    CubaLIF,
+    Graph,
+    Linear,
+    Node,
+    Output,
+)
 from snnbench.workload.graph.reference import Dynamics
 from snnbench.workload.linear_lif.spec import FloatArray, NetworkSpec
 
@@ -92,8 +102,8 @@ def node_attrs(graph: Graph) -> dict[str, str]:
 def feed_forward(graph: Graph, module: Callable[[str], Any],
                  conv: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
     """The graph run feed-forward on (T, B, *shape) arrays: ``module(name)`` is a node's module
-    (None for a reshape), a neuron's has ``run``; ``conv(module, x)`` applies a Conv2d module
-    to (N, C, H, W) frames."""
+    (None for a reshape), a neuron's has ``run``; ``conv(module, x)`` applies a Conv1d or
+    Conv2d module to (N, C, L) or (N, C, H, W) samples."""
     def apply(name: str, h: Any) -> Any:
         node = graph.node(name)
         if isinstance(node, Output):
@@ -103,7 +113,7 @@ def feed_forward(graph: Graph, module: Callable[[str], Any],
         found = module(name)
         if found is None:
             return reshape_op(node)(h)
-        if isinstance(node, Conv2d):
+        if isinstance(node, Conv1d | Conv2d):
             y = conv(found, h.reshape(-1, *node.in_shape))
             return y.reshape(*h.shape[:2], *y.shape[1:])
         return found(h)
@@ -114,11 +124,15 @@ def feed_forward(graph: Graph, module: Callable[[str], Any],
 def to_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
     """The graph's array ``node.field`` in the layout the JAX libraries keep: an Affine or
     Linear weight (in, out), a Conv2d weight HWIO and its bias (C, 1, 1) (an NCHW convolution's
-    bias broadcasts over H, W)."""
+    bias broadcasts over H, W), a Conv1d weight WIO and its bias (C, 1)."""
     if field == "weight" and isinstance(node, Affine | Linear):
         return np.ascontiguousarray(value.T)  # (out, in) → (in, out)
+    if field == "weight" and isinstance(node, Conv1d):
+        return np.ascontiguousarray(value.transpose(2, 1, 0))  # OIW → WIO
     if field == "weight" and isinstance(node, Conv2d):
         return np.ascontiguousarray(value.transpose(2, 3, 1, 0))  # OIHW → HWIO
+    if field == "bias" and isinstance(node, Conv1d):
+        return value.reshape(-1, 1)
     if field == "bias" and isinstance(node, Conv2d):
         return value.reshape(-1, 1, 1)
     return value
@@ -129,9 +143,11 @@ def from_jax_layout(node: Node, field: str, value: np.ndarray) -> np.ndarray:
     the graph's layout."""
     if field == "weight" and isinstance(node, Affine | Linear):
         return np.ascontiguousarray(value.T)
+    if field == "weight" and isinstance(node, Conv1d):
+        return np.ascontiguousarray(value.transpose(2, 1, 0))  # WIO → OIW
     if field == "weight" and isinstance(node, Conv2d):
         return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
-    if field == "bias" and isinstance(node, Conv2d):
+    if field == "bias" and isinstance(node, Conv1d | Conv2d):
         return value.reshape(-1)
     return value
 

@@ -3,14 +3,15 @@ importer exists for it), as the ``brainstate`` adapter builds Linear+LIF (:mod:`
 
 The synaptic nodes are brainstate modules holding the graph's arrays as ``ParamState`` in
 brainstate's layouts: ``brainstate.nn.Linear`` (weight (in, out)) for Affine and Linear,
-``brainstate.nn.Conv2d(channel_first=True)`` (weight HWIO, the input NCHW, the bias (C, 1, 1))
-for Conv2d, a module with a ``ParamState`` for Scale; pooling and flatten are reshapes. Each
-stateful node is a ``brainstate.nn.Module`` whose membrane (and a CubaLIF's synaptic current)
-is a ``HiddenState``, stepped by ``brainstate.transform.for_loop`` with the step of
+``brainstate.nn.Conv1d(channel_first=True)`` (weight WIO, the input NCW, the bias (C, 1)) for
+Conv1d, ``brainstate.nn.Conv2d(channel_first=True)`` (weight HWIO, the input NCHW, the bias (C,
+1, 1)) for Conv2d, a module with a ``ParamState`` for Scale; pooling and flatten are reshapes.
+Each stateful node is a ``brainstate.nn.Module`` whose membrane (and a CubaLIF's synaptic
+current) is a ``HiddenState``, stepped by ``brainstate.transform.for_loop`` with the step of
 ``docs/nir.md`` in the reference's order and a braintools surrogate (the ones the Linear+LIF
 adapter uses, exact for every spec surrogate). ``brainstate.graph.treefy_split`` separates the
-parameters, which alone are differentiated; the model is compiled ahead of time and timed as
-the JAX adapters' models are; gradients come back by ``node.field`` in the graph's layouts.
+parameters, which alone are differentiated; the model is compiled ahead of time and timed as the
+JAX adapters' models are; gradients come back by ``node.field`` in the graph's layouts.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import Affine, Conv2d, Linear, Node, Scale
+from snnbench.workload.graph.nodes import Affine, Conv1d, Conv2d, Linear, Node, Scale
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import BRAINSTATE_SURROGATE_CLASSES as SURROGATE_CLASSES
@@ -74,6 +75,14 @@ def _synapse(node: Node, params: Mapping[str, np.ndarray]) -> Any:
         bias = jnp.asarray(params["bias"]) if isinstance(node, Affine) else None
         return brainstate.nn.Linear(int(in_n), int(out_n),
                                     w_init=jnp.asarray(params["weight"].T), b_init=bias)
+    if isinstance(node, Conv1d):
+        weight = params["weight"]
+        return brainstate.nn.Conv1d(
+            in_size=tuple(node.in_shape), out_channels=int(weight.shape[0]),
+            kernel_size=int(weight.shape[2]), stride=node.stride,
+            padding=[(node.padding, node.padding)], channel_first=True,
+            w_init=jnp.asarray(weight.transpose(2, 1, 0)),  # OIW → WIO
+            b_init=jnp.asarray(params["bias"].reshape(-1, 1)))
     if isinstance(node, Conv2d):
         weight = params["weight"]
         pad = node.padding

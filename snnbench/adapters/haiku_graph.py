@@ -1,13 +1,14 @@
 """A ``nir-graph`` workload built natively in JAX with dm-haiku (no NIR importer exists for it).
 
 The synaptic nodes are haiku modules holding the graph's arrays in haiku's layouts:
-``hk.Linear`` (``w`` is (in, out)) for Affine and Linear, ``hk.Conv2D`` (``w`` is HWIO, the
-input NCHW) for Conv2d, a parameter ``scale`` for Scale; pooling and flatten are reshapes. Each
-stateful node is a hand-written ``lax.scan`` over T of the step in ``docs/nir.md`` with a
-``jax.custom_vjp`` Heaviside whose derivative is the workload's surrogate (the haiku adapter's
-Linear+LIF design). The model is compiled ahead of time and timed as the JAX adapters' models
-are (:class:`~snnbench.adapters._jax_common.JaxModel`); gradients come back by ``node.field``
-in the graph's layouts.
+``hk.Linear`` (``w`` is (in, out)) for Affine and Linear, ``hk.Conv1D`` (``w`` is WIO, the input
+NCW) for Conv1d, ``hk.Conv2D`` (``w`` is HWIO, the input NCHW) for Conv2d, a parameter ``scale``
+for Scale; pooling and flatten are reshapes. Each stateful node is a hand-written ``lax.scan``
+over T of the step in ``docs/nir.md`` with a ``jax.custom_vjp`` Heaviside whose derivative is
+the workload's surrogate (the haiku adapter's Linear+LIF design). The model is compiled ahead of
+time and timed as the JAX adapters' models are
+(:class:`~snnbench.adapters._jax_common.JaxModel`); gradients come back by ``node.field`` in the
+graph's layouts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from snnbench.plugin import V1Model
 from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import (
     Affine,
+    Conv1d,
     Conv2d,
     CubaLIF,
     Flatten,
@@ -97,6 +99,16 @@ def _stateless(name: str, node: Node) -> Callable[[Any], Any]:
     if isinstance(node, Scale):
         shape = node.in_shape
         return lambda x: x * hk.get_parameter(f"{name}_scale", shape, init=jnp.ones)
+    if isinstance(node, Conv1d):
+        c_out, k = int(node.weight.shape[0]), int(node.weight.shape[2])
+        stride1, pad, in_shape = node.stride, node.padding, node.in_shape
+
+        def conv1d(x: Any) -> Any:
+            module = hk.Conv1D(c_out, k, stride=stride1, padding=[(pad, pad)],
+                               data_format="NCW", name=name)
+            y = module(x.reshape(-1, *in_shape))
+            return y.reshape(*x.shape[:2], *y.shape[1:])
+        return conv1d
     if isinstance(node, Conv2d):
         c_out, kh, kw = int(node.weight.shape[0]), int(node.weight.shape[2]), \
             int(node.weight.shape[3])

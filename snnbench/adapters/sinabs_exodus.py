@@ -25,8 +25,16 @@ Limits, from the sinabs-exodus 2.x source (``sinabs/exodus/layers/lif.py``, ``sp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, Model, distribution_version
 from snnbench.workload.linear_lif.spec import SURROGATES, CaseData, NetworkSpec
+
+from ._declared import SINABS_EXODUS_GRAPH_KNOBS
+from ._workloads import TorchNeuronsAdapter
+
+if TYPE_CHECKING:  # torch is imported lazily, inside the worker
+    from .torch_graph import NeuronBuilder
 
 INSTALL_HINT = ("needs CUDA torch + nvcc: make gpu-setup, or pip install sinabs-exodus "
                 "--no-build-isolation")
@@ -111,3 +119,18 @@ class SinabsExodusAdapter(Adapter):
         ]
         # the exodus layer keeps v_mem between calls like sinabs: reset per sequence
         return batch_major_model(spec, data, device, linears, lifs, lambda lif: lif.reset_states())
+
+
+class SinabsExodus(TorchNeuronsAdapter):
+    """The registered ``sinabs-exodus`` adapter (plugin API v2): ``linear-lif`` through
+    :class:`SinabsExodusAdapter`, ``nir-graph`` through sinabs' graph build with the EXODUS
+    layers (:func:`.sinabs_graph.exodus_neuron_op`); CUDA only, as its Linear+LIF build."""
+
+    linear_lif = SinabsExodusAdapter
+
+    torch_graph_knobs = SINABS_EXODUS_GRAPH_KNOBS
+
+    def neuron_op(self) -> NeuronBuilder:
+        from .sinabs_graph import exodus_neuron_op
+
+        return exodus_neuron_op

@@ -52,11 +52,14 @@ def _uniform_or_shaped(value: np.ndarray) -> np.ndarray:
     return np.asarray(flat[0]) if flat.size and np.all(flat == flat[0]) else np.asarray(value)
 
 
-def sinabs_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+def sinabs_neuron_op(node: Node, dyn: Dynamics, device: str, layers: Any = None) -> Op:
     """The node as a sinabs layer over T (module docstring); what sinabs cannot build exactly
-    raises :class:`CaseSkipped`."""
-    import sinabs.layers as sl
+    raises :class:`CaseSkipped`. ``layers``: the module whose ``LIF``, ``IAF`` and ``ExpLeak``
+    are built (sinabs' own by default; :func:`exodus_neuron_op` gives EXODUS')."""
+    import sinabs.layers
     from sinabs.activation import SingleSpike
+
+    sl: Any = sinabs.layers if layers is None else layers
 
     c = step_coefficients(node, dyn)
     surrogate = VoltageSurrogate(dyn.surrogate, dyn.surrogate_slope)
@@ -97,3 +100,15 @@ def sinabs_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
         return out.transpose(0, 1)
 
     return run
+
+
+def exodus_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+    """The node as a sinabs-exodus layer (CUDA only): EXODUS' ``LIF``, ``IAF`` and ``ExpLeak``
+    subclass sinabs' and take the same arguments, so the build is :func:`sinabs_neuron_op`'s;
+    they compute the same step with one CUDA kernel over all T (a CubaLIF's synapse decays
+    its input in the same step, ``decay_early``, as sinabs does). Their spike accepts only a
+    subtract reset with the gradient through it: the knobs
+    (:data:`~._declared.SINABS_EXODUS_GRAPH_KNOBS`) allow nothing else."""
+    import sinabs.exodus.layers as exodus_layers
+
+    return sinabs_neuron_op(node, dyn, device, exodus_layers)

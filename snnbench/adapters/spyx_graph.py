@@ -5,15 +5,16 @@ layer's weights assume).
 
 The synaptic nodes are ``flax.nnx`` modules holding the graph's arrays as ``nnx.Param`` in
 flax's layouts: ``nnx.Linear`` (kernel (in, out)) for Affine and Linear, ``nnx.Conv`` (kernel
-HWIO, channels last: the NCHW values are transposed in and out, as a spyx user's NCHW frames
-would be) for Conv2d, a module with an ``nnx.Param`` for Scale; pooling and flatten are
-reshapes. Each stateful node is an ``nnx.Module`` with spyx's stateful-layer contract
-(``initial_state``, ``__call__(x, state) -> (out, state)``) taking the step of ``docs/nir.md``
-in the reference's order, scanned over T with ``lax.scan`` (what ``spyx.nn.run`` does for a
-chain), its spike made with ``spyx.axn.custom`` (a ``>=`` Heaviside, the workload's surrogate
-derivative). spyx's own ``LIF`` is not used, for the reasons the Linear+LIF adapter gives. The
-parameters are split off with ``nnx.split``, the model is compiled ahead of time and timed as
-the JAX adapters' models are; gradients come back by ``node.field`` in the graph's layouts.
+WIO or HWIO, channels last: the NCW or NCHW values are transposed in and out, as a spyx user's
+channels-first samples would be) for Conv1d and Conv2d, a module with an ``nnx.Param`` for
+Scale; pooling and flatten are reshapes. Each stateful node is an ``nnx.Module`` with spyx's
+stateful-layer contract (``initial_state``, ``__call__(x, state) -> (out, state)``) taking the
+step of ``docs/nir.md`` in the reference's order, scanned over T with ``lax.scan`` (what
+``spyx.nn.run`` does for a chain), its spike made with ``spyx.axn.custom`` (a ``>=`` Heaviside,
+the workload's surrogate derivative). spyx's own ``LIF`` is not used, for the reasons the
+Linear+LIF adapter gives. The parameters are split off with ``nnx.split``, the model is compiled
+ahead of time and timed as the JAX adapters' models are; gradients come back by ``node.field``
+in the graph's layouts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import Affine, Conv2d, Linear, Node, Scale
+from snnbench.workload.graph.nodes import Affine, Conv1d, Conv2d, Linear, Node, Scale
 from snnbench.workload.graph.reference import Dynamics
 
 from ._jax_graph import ModuleGraphModel, feed_forward, graph_modules, neuron_step, node_attrs
@@ -85,6 +86,13 @@ def _synapse(node: Node, params: Mapping[str, np.ndarray], rngs: Any) -> Any:
                           kernel_init=_constant(params["weight"].T),
                           bias_init=_constant(params["bias"] if affine else np.zeros(out_n)),
                           rngs=rngs)
+    if isinstance(node, Conv1d):
+        weight = params["weight"]
+        return nnx.Conv(int(weight.shape[1]), int(weight.shape[0]), (int(weight.shape[2]),),
+                        strides=node.stride, padding=[(node.padding, node.padding)],
+                        precision=strict,
+                        kernel_init=_constant(weight.transpose(2, 1, 0)),  # OIW → WIO
+                        bias_init=_constant(params["bias"]), rngs=rngs)
     if isinstance(node, Conv2d):
         weight = params["weight"]
         pad = node.padding
@@ -112,6 +120,8 @@ def _read(node: Node, field: str, module: Any) -> np.ndarray:
     if field == "bias":
         return np.asarray(module.bias[...], dtype=np.float32).reshape(-1)
     value = np.asarray(module.kernel[...], dtype=np.float32)
+    if isinstance(node, Conv1d):
+        return np.ascontiguousarray(value.transpose(2, 1, 0))  # WIO → OIW
     if isinstance(node, Conv2d):
         return np.ascontiguousarray(value.transpose(3, 2, 0, 1))  # HWIO → OIHW
     return np.ascontiguousarray(value.T)  # (in, out) → (out, in)
@@ -122,6 +132,7 @@ class SpyxGraphModel(ModuleGraphModel):
     its gradients by ``node.field`` in the graph's layouts."""
 
     def __init__(self, workload: NirGraph, data: GraphData, device: str) -> None:
+        import jax.numpy as jnp
         from flax import nnx
 
         attrs = node_attrs(data.graph)
@@ -142,8 +153,8 @@ class SpyxGraphModel(ModuleGraphModel):
                 def module(name: str) -> Any:
                     return getattr(self, attrs[name], None)
 
-                def conv(m: Any, nchw: Any) -> Any:  # nnx.Conv is channels last
-                    return m(nchw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+                def conv(m: Any, first: Any) -> Any:  # nnx.Conv is channels last
+                    return jnp.moveaxis(m(jnp.moveaxis(first, 1, -1)), -1, 1)
 
                 return feed_forward(data.graph, module, conv)(x)
 

@@ -1,11 +1,11 @@
 """A ``nir-graph`` workload built natively in plain PyTorch (plugin API v2 model).
 
 Every node is the PyTorch op of its semantics in ``docs/nir.md`` (an Affine is ``F.linear`` over
-all time steps at once, a Conv2d ``F.conv2d`` over T·B samples, a neuron a Python loop over T
-with eager element-wise ops in the reference's order), computed in float32 with the workload's
-dt, reset, discretisation and surrogate. The neuron coefficients (a, g, l of
-v ← a·v + g·x + l; α, γ of a CubaLIF's synapse) are computed once in float64, as the reference
-computes them, and rounded to float32.
+all time steps at once, a Conv1d or Conv2d ``F.conv1d`` or ``F.conv2d`` over T·B samples, a
+neuron a Python loop over T with eager element-wise ops in the reference's order), computed in
+float32 with the workload's dt, reset, discretisation and surrogate. The neuron coefficients
+(a, g, l of v ← a·v + g·x + l; α, γ of a CubaLIF's synapse) are computed once in float64, as
+the reference computes them, and rounded to float32.
 
 It is the ``torch`` adapter's graph build (:class:`~snnbench.adapters.torch_ref.Torch`), and
 the synaptic half of every other PyTorch library's (their neurons replace
@@ -27,6 +27,7 @@ from snnbench.workload.graph.nodes import (
     LI,
     Affine,
     AvgPool2d,
+    Conv1d,
     Conv2d,
     CubaLIF,
     Flatten,
@@ -164,6 +165,14 @@ def _stateless_op(node: Node, params: Mapping[str, Tensor]) -> Op:
     if isinstance(node, Flatten):
         out_shape = node.out_shape
         return lambda x: x.reshape(*x.shape[:2], *out_shape)
+    if isinstance(node, Conv1d):
+        stride1, padding1, in_shape = node.stride, node.padding, node.in_shape
+
+        def conv1d(x: Tensor) -> Tensor:
+            y = F.conv1d(x.reshape(-1, *in_shape), params["weight"], params["bias"],
+                         stride=stride1, padding=padding1)
+            return y.reshape(*x.shape[:2], *y.shape[1:])
+        return conv1d
     if isinstance(node, Conv2d):
         stride, padding, in_shape = node.stride, node.padding, node.in_shape
 

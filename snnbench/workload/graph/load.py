@@ -23,6 +23,7 @@ from snnbench.workload.graph.nodes import (
     NODE_TYPES,
     Affine,
     AvgPool2d,
+    Conv1d,
     Conv2d,
     CubaLIF,
     Flatten,
@@ -142,10 +143,21 @@ def _topological(names: list[str], edges: tuple[tuple[str, str], ...], where: st
                 if indegree[dst] == 0:
                     ready.append(dst)
     if len(order) != len(names):
-        stuck = next(n for n in names if n not in order)
-        raise GraphError(f"{where}: the graph has a cycle through node {stuck!r} "
-                         "(only feed-forward graphs are supported)")
+        cycle = " -> ".join(repr(n) for n in _a_cycle(set(names) - set(order), edges))
+        raise GraphError(f"{where}: recurrent connections (the cycle {cycle}) are not "
+                         "supported: only feed-forward graphs are")
     return order
+
+
+def _a_cycle(left: set[str], edges: tuple[tuple[str, str], ...]) -> list[str]:
+    """One cycle among ``left``, the nodes Kahn's order could not place (each has a
+    predecessor among them), as its nodes in edge direction, the first repeated at the end."""
+    pred = {dst: src for src, dst in edges if src in left and dst in left}
+    path = [min(left)]
+    while path[-1] not in path[:-1]:
+        path.append(pred[path[-1]])
+    path = path[path.index(path[-1]):]  # walked against the edges: from the repeat on
+    return path[::-1]
 
 
 def _reached(start: str, edges: tuple[tuple[str, str], ...]) -> set[str]:
@@ -211,6 +223,17 @@ class _Reader:
         if flat.size != 2 or not all(math.isfinite(v) and v.is_integer() for v in flat):
             raise self.fail(f"{field} {value!r} is not one or two integers")
         return int(flat[0]), int(flat[1])
+
+    def single(self, field: str, default: int) -> int:
+        """An integer given as a number or a one-element array (NIR's Conv1d fields)."""
+        value = getattr(self.node, field, default)
+        try:
+            flat = np.asarray(value, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            flat = np.array([])
+        if flat.size != 1 or not (math.isfinite(flat[0]) and float(flat[0]).is_integer()):
+            raise self.fail(f"{field} {value!r} is not one integer")
+        return int(flat[0])
 
     def integer(self, field: str, default: int) -> int:
         value = getattr(self.node, field, default)
@@ -301,6 +324,48 @@ def _flatten(r: _Reader, incoming: Shape | None) -> Node:
     return Flatten(shape=shape, start_dim=start, end_dim=end)
 
 
+def _conv1d(r: _Reader, incoming: Shape | None) -> Node:
+    weight, bias = r.array("weight"), r.array("bias")
+    if weight.ndim != 3 or bias.shape != (weight.shape[0],):
+        raise r.fail(f"weight {_shape(weight.shape)} and bias {_shape(bias.shape)} are not "
+                     "(C_out, C_in, k) and (C_out,)")
+    if r.single("groups", 1) != 1 or r.single("dilation", 1) != 1:
+        raise r.fail("groups and dilation other than 1 are not supported")
+    stride = r.single("stride", 1)
+    if stride < 1:
+        raise r.fail(f"stride {stride} must be ≥ 1")
+    padding_raw = getattr(r.node, "padding", 0)
+    k = int(weight.shape[2])
+    if isinstance(padding_raw, str):
+        if padding_raw == "valid":
+            padding = 0
+        elif padding_raw == "same" and stride == 1 and k % 2:
+            padding = k // 2
+        else:
+            raise r.fail(f"padding {padding_raw!r} is not supported with stride {stride} "
+                         f"and kernel {k}")
+    else:
+        padding = r.single("padding", 0)
+        if padding < 0:
+            raise r.fail(f"padding {padding} must be ≥ 0")
+    length = getattr(r.node, "input_shape", None)
+    if length is not None:
+        shape: Shape = (int(weight.shape[1]), *r.shape(length, "input_shape"))
+    elif incoming is not None:
+        shape = incoming
+    else:
+        raise r.fail("states no input shape")
+    if len(shape) != 2:
+        raise r.fail(f"takes a (C, L) sample, not {_shape(shape)}")
+    if shape[0] != weight.shape[1]:
+        raise r.fail(f"weight {_shape(weight.shape)} takes {weight.shape[1]} channels, "
+                     f"not the {shape[0]} of a sample of shape {_shape(shape)}")
+    node = Conv1d(shape=shape, weight=weight, bias=bias, stride=stride, padding=padding)
+    if min(node.out_shape) < 1:
+        raise r.fail(f"its kernel does not fit a sample of shape {_shape(shape)}")
+    return node
+
+
 def _conv2d(r: _Reader, incoming: Shape | None) -> Node:
     weight, bias = r.array("weight"), r.array("bias")
     if weight.ndim != 4 or bias.shape != (weight.shape[0],):
@@ -332,6 +397,9 @@ def _conv2d(r: _Reader, incoming: Shape | None) -> Node:
         raise r.fail("states no input shape")
     if len(shape) != 3:
         raise r.fail(f"takes a (C, H, W) sample, not {_shape(shape)}")
+    if shape[0] != weight.shape[1]:
+        raise r.fail(f"weight {_shape(weight.shape)} takes {weight.shape[1]} channels, "
+                     f"not the {shape[0]} of a sample of shape {_shape(shape)}")
     node = Conv2d(shape=shape, weight=weight, bias=bias, stride=stride, padding=padding)
     if min(node.out_shape) < 1:
         raise r.fail(f"its kernel does not fit a sample of shape {_shape(shape)}")
@@ -379,7 +447,7 @@ def _cubalif(r: _Reader, incoming: Shape | None) -> Node:
 
 _CONVERTERS: dict[str, Callable[[_Reader, Shape | None], Node]] = {
     "Input": _input, "Output": _output, "Affine": _affine, "Linear": _linear,
-    "Scale": _scale, "Flatten": _flatten, "Conv2d": _conv2d,
+    "Scale": _scale, "Flatten": _flatten, "Conv1d": _conv1d, "Conv2d": _conv2d,
     "SumPool2d": _pool(SumPool2d), "AvgPool2d": _pool(AvgPool2d),
     "LIF": _lif, "IF": _if, "LI": _li, "CubaLIF": _cubalif,
 }

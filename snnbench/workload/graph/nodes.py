@@ -158,6 +158,24 @@ class Flatten(_Shaped):
 
 
 @dataclass(frozen=True, eq=False)
+class Conv1d(_Shaped):
+    """1-d cross-correlation of a (C, L) sample; ``weight`` is (C_out, C_in, k)."""
+
+    weight: Array
+    bias: Array
+    stride: int
+    padding: int
+    kind: ClassVar[str] = "Conv1d"
+    trainable: ClassVar[tuple[str, ...]] = ("weight", "bias")
+
+    @property
+    def out_shape(self) -> Shape:
+        _, length = self.shape
+        k = int(self.weight.shape[2])
+        return (int(self.weight.shape[0]), (length + 2 * self.padding - k) // self.stride + 1)
+
+
+@dataclass(frozen=True, eq=False)
 class Conv2d(_Shaped):
     """2-d cross-correlation of a (C, H, W) sample; ``weight`` is (C_out, C_in, kH, kW)."""
 
@@ -259,8 +277,8 @@ class CubaLIF(_Neuron):
 
 #: every node kind snnbench reads, by its NIR name
 NODE_TYPES: dict[str, type[Node]] = {
-    cls.kind: cls for cls in (Input, Output, Affine, Linear, Scale, Flatten, Conv2d, SumPool2d,
-                              AvgPool2d, LIF, IF, LI, CubaLIF)
+    cls.kind: cls for cls in (Input, Output, Affine, Linear, Scale, Flatten, Conv1d, Conv2d,
+                              SumPool2d, AvgPool2d, LIF, IF, LI, CubaLIF)
 }
 #: the node kinds that spike (their output is 0/1)
 SPIKING: frozenset[str] = frozenset({"LIF", "IF", "CubaLIF"})

@@ -24,6 +24,7 @@ from snnbench.workload.graph.nodes import (
     Affine,
     Array,
     AvgPool2d,
+    Conv1d,
     Conv2d,
     CubaLIF,
     Flatten,
@@ -198,8 +199,21 @@ def _conv_windows(x: Array, node: Conv2d) -> Array:
     return windows[:, :, :ho, :wo]
 
 
+def _as_conv2d(node: Conv1d, params: Mapping[str, Array]) -> tuple[Conv2d, dict[str, Array]]:
+    """A Conv1d as the Conv2d of height 1 it equals: a (C, L) sample is (C, 1, L), the kernel
+    (C_out, C_in, 1, k), no padding or stride along the height."""
+    weight = params["weight"][:, :, None, :]
+    lifted = Conv2d(shape=(node.shape[0], 1, node.shape[1]), weight=weight,
+                    bias=params["bias"], stride=(1, node.stride), padding=(0, node.padding))
+    return lifted, {"weight": weight, "bias": params["bias"]}
+
+
 def _forward(node: Node, x: Array, params: Mapping[str, Array]) -> Array:
     lead = x.shape[:2]
+    if isinstance(node, Conv1d):
+        lifted, lifted_params = _as_conv2d(node, params)
+        y = _forward(lifted, x.reshape(*lead, *lifted.in_shape), lifted_params)
+        return y.reshape(*lead, *node.out_shape)
     if isinstance(node, Affine):
         out: Array = x @ params["weight"].T + params["bias"]
         return out
@@ -236,6 +250,12 @@ def _backward(node: Node, grad: Array, x: Array, params: Mapping[str, Array]
               ) -> tuple[Array, dict[str, Array]]:
     """(dLoss/dx, dLoss/d each trainable field) of a stateless node."""
     lead = x.shape[:2]
+    if isinstance(node, Conv1d):
+        lifted, lifted_params = _as_conv2d(node, params)
+        dx, grads = _backward(lifted, grad.reshape(*lead, *lifted.out_shape),
+                              x.reshape(*lead, *lifted.in_shape), lifted_params)
+        grads["weight"] = grads["weight"][:, :, 0, :]
+        return dx.reshape(*lead, *node.in_shape), grads
     if isinstance(node, Affine | Linear):
         w = params["weight"]
         flat_g = grad.reshape(-1, w.shape[0])

@@ -40,7 +40,15 @@ from snnbench.workload.base import (
 )
 from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.load import GraphError, check_time_step, read_graph
-from snnbench.workload.graph.nodes import NODE_TYPES, SPIKING, Affine, Conv2d, Graph, Linear
+from snnbench.workload.graph.nodes import (
+    NODE_TYPES,
+    SPIKING,
+    Affine,
+    Conv1d,
+    Conv2d,
+    Graph,
+    Linear,
+)
 from snnbench.workload.graph.reference import (
     DISCRETISATIONS,
     Dynamics,
@@ -395,6 +403,8 @@ class NirGraph(Workload):
             elif isinstance(node, Conv2d):
                 _, ho, wo = node.out_shape
                 macs += int(node.weight.size) * ho * wo
+            elif isinstance(node, Conv1d):
+                macs += int(node.weight.size) * node.out_shape[1]
         return float(macs) * self.batch_size * self.time_steps
 
     def shortened(self, time_steps: int) -> NirGraph:
