@@ -38,12 +38,10 @@ from snnbench.workload.linear_lif.equivalence import (
 )
 from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
 from snnbench.workload.linear_lif.spec import (
-    DTYPES,
+    CHOICES,
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
-    MATMUL_PRECISIONS,
     RESET_MODES,
-    SURROGATES,
     CaseData,
     FloatArray,
     NetworkSpec,
@@ -176,8 +174,7 @@ class LinearLif(Workload):
     @classmethod
     def config_choices(cls) -> dict[str, tuple[Any, ...]]:
         """The menus of the spec's text fields."""
-        return {"dtype": DTYPES, "reset": RESET_MODES, "surrogate": SURROGATES,
-                "input_kind": INPUT_KINDS, "matmul_precision": MATMUL_PRECISIONS}
+        return dict(CHOICES)
 
     @classmethod
     def from_config(cls, fields: Mapping[str, Any]) -> LinearLif:
