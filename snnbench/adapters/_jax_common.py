@@ -40,7 +40,6 @@ from snnbench.adapter import (
     Capabilities,
     CaseSkipped,
     Model,
-    distribution_version,
     import_or_unavailable,
 )
 from snnbench.workload.linear_lif.spec import (
@@ -86,10 +85,13 @@ class JaxAdapterBase(Adapter):
     extra_modules: ClassVar[tuple[str, ...]] = ()
 
     def version(self) -> str:
-        """The library's version; imports jax, the library and :attr:`extra_modules` lazily."""
-        for module in ("jax", self.module or self.library, *self.extra_modules):
+        """The library's version; imports jax, the library and :attr:`extra_modules` lazily
+        (in that order: a missing jax is named before the library it breaks)."""
+        import_or_unavailable("jax")
+        version = super().version()
+        for module in self.extra_modules:
             import_or_unavailable(module)
-        return distribution_version(self.library)
+        return version
 
     def capabilities(self, variant: str) -> Capabilities:
         dtype = VARIANT_DTYPES.get(variant)

@@ -42,15 +42,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from snnbench.adapter import (
-    Adapter,
-    AdapterUnavailable,
-    Capabilities,
-    CaseSkipped,
-    Model,
-    distribution_version,
-    import_or_unavailable,
-)
+from snnbench.adapter import Adapter, AdapterUnavailable, Capabilities, CaseSkipped, Model
 from snnbench.workload.linear_lif.spec import MATMUL_PRECISIONS, SURROGATES, CaseData, NetworkSpec
 
 from ._declared import ROCKPOOL_GRAPH_KNOBS, hide_samna
@@ -69,11 +61,8 @@ def _hide_samna() -> None:
     hide_samna()
 
 
-def _import_rockpool_version() -> str:
-    """Import rockpool's torch LIF module and return rockpool's version, or raise unavailable."""
-    _hide_samna()
-    import_or_unavailable("rockpool.nn.modules.torch.lif_neuron_torch")
-    return distribution_version("rockpool")
+#: rockpool's torch LIF module: importing it proves the torch backend is usable
+LIF_TORCH_MODULE = "rockpool.nn.modules.torch.lif_neuron_torch"
 
 
 def make_spike_function(spec: NetworkSpec) -> Any:
@@ -103,10 +92,12 @@ class RockpoolAdapter(Adapter):
 
     name = "rockpool"
     library = "rockpool"
+    module = LIF_TORCH_MODULE
     description = "Rockpool LIFNeuronTorch (torch backend), per-step Python loop"
 
     def version(self) -> str:
-        return _import_rockpool_version()
+        _hide_samna()  # before the first rockpool import
+        return super().version()
 
     def capabilities(self, variant: str) -> Capabilities:
         return Capabilities(
@@ -169,6 +160,7 @@ class RockpoolExodusAdapter(Adapter):
 
     name = "rockpool-exodus"
     library = "rockpool"
+    module = LIF_TORCH_MODULE
     depends_on = ("sinabs-exodus",)
     description = "Rockpool LIFExodus on sinabs-exodus CUDA kernels (CUDA only)"
 
@@ -176,7 +168,8 @@ class RockpoolExodusAdapter(Adapter):
         from .sinabs_exodus import require_exodus
 
         require_exodus("needs sinabs-exodus: ")
-        version = _import_rockpool_version()
+        _hide_samna()  # before the first rockpool import
+        version = super().version()
         from rockpool.utilities.backend_management import backend_available
 
         if not backend_available("sinabs.exodus"):

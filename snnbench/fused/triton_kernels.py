@@ -41,6 +41,33 @@ MIN_STAGES, MAX_STAGES = 4, 16
 PREFETCH_BYTES = 16 * 1024
 
 
+# -- the forward's LIF step, shared by the step-by-step and the time-chunked scans: Triton
+# inlines a jit function into its caller, and both forward kernels compile to the same sm_90
+# code as with the step written out in each. The backward step stays written out in both
+# backward kernels: as a shared jit function it changed the chunked kernel's sm_90 code (its
+# constants hoisted in another order: other registers and integer instructions, same math).
+
+
+@triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _integrate(v, x, beta, theta):  # type: ignore[no-untyped-def]
+    # (v_pre, spike) of a step from the previous v_post and this step's input
+    v = v * beta  # rounding 1
+    v = v + x  # rounding 2 (not an FMA: launched with enable_fp_fusion=False)
+    spike = v >= theta
+    s = tl.where(spike, 1.0, 0.0)
+    return v, s
+
+
+@triton.jit  # type: ignore[untyped-decorator,misc,unused-ignore]
+def _reset(v, s, theta, SUBTRACT: tl.constexpr):  # type: ignore[no-untyped-def]
+    # v_post from v_pre and the spike
+    if SUBTRACT:  # noqa: SIM108 (a constexpr branch: one of the two is compiled)
+        v = v - theta * s  # theta * s is exact (s is 0 or 1), so FMA or not is the same
+    else:
+        v = v * (1.0 - s)
+    return v
+
+
 @triton.jit(do_not_specialize=["T"])  # type: ignore[untyped-decorator,misc,unused-ignore]
 def _lif_forward_kernel(  # type: ignore[no-untyped-def]
     y_ptr,
@@ -64,16 +91,10 @@ def _lif_forward_kernel(  # type: ignore[no-untyped-def]
     s_p = s_ptr + offs
     for _t in tl.range(0, T, num_stages=STAGES):
         x = tl.load(y_p, mask=mask, other=0.0).to(tl.float32)
-        v = v * beta  # rounding 1
-        v = v + x  # rounding 2 (not an FMA: launched with enable_fp_fusion=False)
-        spike = v >= theta
-        s = tl.where(spike, 1.0, 0.0)
+        v, s = _integrate(v, x, beta, theta)
         tl.store(v_p, v, mask=mask)
         tl.store(s_p, s.to(s_p.dtype.element_ty), mask=mask)
-        if SUBTRACT:  # noqa: SIM108 (a constexpr branch: one of the two is compiled)
-            v = v - theta * s  # theta * s is exact (s is 0 or 1), so FMA or not is the same
-        else:
-            v = v * (1.0 - s)
+        v = _reset(v, s, theta, SUBTRACT)
         y_p += N
         v_p += N
         s_p += N
@@ -228,16 +249,10 @@ def _lif_forward_chunked_kernel(  # type: ignore[no-untyped-def]
         for k in tl.static_range(CHUNK):
             x = _tile_row(tile, rows, k)
             live = mask & (t0 + k < T)
-            v = v * beta  # rounding 1
-            v = v + x  # rounding 2 (not an FMA: launched with enable_fp_fusion=False)
-            spike = v >= theta
-            s = tl.where(spike, 1.0, 0.0)
+            v, s = _integrate(v, x, beta, theta)
             tl.store(v_p, v, mask=live)
             tl.store(s_p, s.to(s_p.dtype.element_ty), mask=live)
-            if SUBTRACT:  # noqa: SIM108 (a constexpr branch)
-                v = v - theta * s
-            else:
-                v = v * (1.0 - s)
+            v = _reset(v, s, theta, SUBTRACT)
             v_p += N
             s_p += N
         y_p += CHUNK * N

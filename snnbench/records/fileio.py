@@ -136,11 +136,8 @@ WRITTEN_LEDGER = ".snnbench-written.json"
 def _sha256(path: Path) -> str:
     import hashlib
 
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def written_files(folder: Path) -> dict[str, str] | None:

@@ -21,7 +21,7 @@ import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from numbers import Integral
 from typing import Any, ClassVar, Protocol
 
@@ -475,6 +475,20 @@ def json_flag(value: Any) -> bool | None:
     return {"true": True, "false": False}.get(str(value).strip().lower())
 
 
+def typed_network(row: Any, *, layers: int | None, bias: bool | None) -> dict[str, Any]:
+    """The network fields every spiking kind's :meth:`Workload.typed_params` starts with, in
+    the order of ``snnbench/schemas/show.schema.json``: the neuron count as ``n``, the numbers
+    as numbers, the flags as booleans; ``layers`` and ``bias`` as the kind reads them."""
+    return {
+        "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
+        "time_steps": json_int(row["time_steps"]), "layers": layers,
+        "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
+        "surrogate_slope": json_float(row["surrogate_slope"]),
+        "detach_reset": json_flag(row["detach_reset"]), "bias": bias,
+        "input_kind": str(row["input_kind"]),
+    }
+
+
 def _parts(row: Any, parts: tuple[tuple[str, str], ...],
            columns: Iterable[str] | None) -> list[str]:
     wanted = None if columns is None else set(columns)
@@ -500,6 +514,13 @@ class Knobs(ABC):
     def reason_unsupported(self, workload: Workload) -> str | None:
         """The first parameter of ``workload`` these knobs cannot honour, as a ``skipped``
         message, or None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (``snnbench list --json``): the fields of knobs that are a dataclass,
+        else nothing."""
+        if not is_dataclass(self):
+            return {}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def first_unsupported(checks: Iterable[tuple[str, Any, tuple[Any, ...]]]) -> str | None:

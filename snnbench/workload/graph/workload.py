@@ -33,10 +33,9 @@ from snnbench.workload.base import (
     Workload,
     WorkloadError,
     first_unsupported,
-    json_flag,
     json_float,
-    json_int,
     register,
+    typed_network,
 )
 from snnbench.workload.graph.compare import compare_graph
 from snnbench.workload.graph.load import GraphError, check_time_step, read_graph
@@ -324,12 +323,7 @@ class NirGraph(Workload):
         them per node), then the graph's own (``kind``, ``graph_name``, ``graph_hash``,
         ``dt``, ``discretisation``)."""
         return {
-            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
-            "time_steps": json_int(row["time_steps"]), "layers": None,
-            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
-            "surrogate_slope": json_float(row["surrogate_slope"]),
-            "detach_reset": json_flag(row["detach_reset"]), "bias": None,
-            "input_kind": str(row["input_kind"]), "kind": KIND,
+            **typed_network(row, layers=None, bias=None), "kind": KIND,
             "graph_name": str(row["graph_name"]), "graph_hash": str(row["graph_hash"]),
             "dt": json_float(row["dt"]), "discretisation": str(row["discretisation"]),
         }
@@ -543,8 +537,4 @@ class GraphKnobs(Knobs):
             ("input kind", workload.input_kind, self.input_kinds),
             ("dtype", workload.dtype, self.dtypes),
         ))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (``snnbench list --json``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 

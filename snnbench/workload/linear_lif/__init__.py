@@ -26,9 +26,9 @@ from snnbench.workload.base import (
     WorkloadError,
     first_unsupported,
     json_flag,
-    json_float,
     json_int,
     register,
+    typed_network,
 )
 from snnbench.workload.linear_lif.equivalence import (
     changed,
@@ -38,12 +38,10 @@ from snnbench.workload.linear_lif.equivalence import (
 )
 from snnbench.workload.linear_lif.reference import ReferenceResult, round_to_dtype, run_reference
 from snnbench.workload.linear_lif.spec import (
-    DTYPES,
+    CHOICES,
     FP32_MATMUL_PRECISIONS,
     INPUT_KINDS,
-    MATMUL_PRECISIONS,
     RESET_MODES,
-    SURROGATES,
     CaseData,
     FloatArray,
     NetworkSpec,
@@ -155,14 +153,7 @@ class LinearLif(Workload):
         ``snnbench/schemas/show.schema.json``, a public contract): the neuron count as
         ``n``, the numbers as numbers, the flags as booleans, None where the run did not say
         (the dtype and matmul precision are written beside, as every kind has them)."""
-        return {
-            "n": json_int(row["neurons"]), "batch_size": json_int(row["batch_size"]),
-            "time_steps": json_int(row["time_steps"]), "layers": json_int(row["layers"]),
-            "reset": str(row["reset"]), "surrogate": str(row["surrogate"]),
-            "surrogate_slope": json_float(row["surrogate_slope"]),
-            "detach_reset": json_flag(row["detach_reset"]), "bias": json_flag(row["bias"]),
-            "input_kind": str(row["input_kind"]),
-        }
+        return typed_network(row, layers=json_int(row["layers"]), bias=json_flag(row["bias"]))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LinearLif:
@@ -183,8 +174,7 @@ class LinearLif(Workload):
     @classmethod
     def config_choices(cls) -> dict[str, tuple[Any, ...]]:
         """The menus of the spec's text fields."""
-        return {"dtype": DTYPES, "reset": RESET_MODES, "surrogate": SURROGATES,
-                "input_kind": INPUT_KINDS, "matmul_precision": MATMUL_PRECISIONS}
+        return dict(CHOICES)
 
     @classmethod
     def from_config(cls, fields: Mapping[str, Any]) -> LinearLif:
@@ -386,8 +376,4 @@ class LinearLifKnobs(Knobs):
         if self.max_layers is not None and spec.layers > self.max_layers:
             return f"layers={spec.layers} not supported (at most {self.max_layers})"
         return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (``snnbench list --json``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -52,6 +52,14 @@ MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
 FP32_MATMUL_PRECISIONS: tuple[str, ...] = ("strict", "tf32")
 #: automatic mixed precision modes → the dtype their matmuls compute in (see :attr:`amp_dtype`)
 AMP_COMPUTE_DTYPES: dict[str, str] = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
+#: the menus of the spec's text fields, by field name (what ``__post_init__`` accepts)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dtype": DTYPES,
+    "reset": RESET_MODES,
+    "surrogate": SURROGATES,
+    "input_kind": INPUT_KINDS,
+    "matmul_precision": MATMUL_PRECISIONS,
+}
 
 FloatArray = npt.NDArray[np.float32]
 #: the spec's real-valued fields: finite numbers, stored as float
@@ -102,14 +110,7 @@ class NetworkSpec:
                 raise SpecError(f"{name} must be a positive integer, got {shown(value)}")
         if not _is_int(self.seed) or self.seed < 0:
             raise SpecError(f"seed must be an integer ≥ 0, got {shown(self.seed)}")
-        choices: dict[str, tuple[str, ...]] = {
-            "dtype": DTYPES,
-            "reset": RESET_MODES,
-            "surrogate": SURROGATES,
-            "input_kind": INPUT_KINDS,
-            "matmul_precision": MATMUL_PRECISIONS,
-        }
-        for name, allowed in choices.items():
+        for name, allowed in CHOICES.items():
             value = getattr(self, name)
             if not isinstance(value, str) or value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}, got {shown(value)}")
