@@ -110,6 +110,19 @@ def test_a_conv2d_whose_weight_takes_other_channels_is_refused() -> None:
         from_nir(graph)
 
 
+def test_a_conv2d_with_a_negative_padding_is_refused() -> None:
+    # one reader for both convolutions: Conv2d refuses what Conv1d refuses (it let a negative
+    # padding through when a large enough sample still gave an output)
+    conv = nir.Conv2d(input_shape=(8, 8), weight=np.ones((2, 1, 3, 3)), stride=1,
+                      padding=(-1, 0), dilation=1, groups=1, bias=np.zeros(2))
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([1, 8, 8])}), "conv": conv,
+               "output": nir.Output({"output": np.array([2, 4, 6])})},
+        edges=[("input", "conv"), ("conv", "output")])
+    with pytest.raises(GraphError, match=r"padding \(-1, 0\) must be ≥ 0"):
+        from_nir(graph)
+
+
 def _direct_conv1d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, stride: int,
                    padding: int) -> np.ndarray:
     """y[n, o, l] = b[o] + Σ_c Σ_j w[o, c, j]·x_padded[n, c, l·stride + j], by loops."""

@@ -324,86 +324,68 @@ def _flatten(r: _Reader, incoming: Shape | None) -> Node:
     return Flatten(shape=shape, start_dim=start, end_dim=end)
 
 
-def _conv1d(r: _Reader, incoming: Shape | None) -> Node:
-    weight, bias = r.array("weight"), r.array("bias")
-    if weight.ndim != 3 or bias.shape != (weight.shape[0],):
-        raise r.fail(f"weight {_shape(weight.shape)} and bias {_shape(bias.shape)} are not "
-                     "(C_out, C_in, k) and (C_out,)")
-    if r.single("groups", 1) != 1 or r.single("dilation", 1) != 1:
-        raise r.fail("groups and dilation other than 1 are not supported")
-    stride = r.single("stride", 1)
-    if stride < 1:
-        raise r.fail(f"stride {stride} must be ≥ 1")
-    padding_raw = getattr(r.node, "padding", 0)
-    k = int(weight.shape[2])
-    if isinstance(padding_raw, str):
-        if padding_raw == "valid":
-            padding = 0
-        elif padding_raw == "same" and stride == 1 and k % 2:
-            padding = k // 2
-        else:
-            raise r.fail(f"padding {padding_raw!r} is not supported with stride {stride} "
-                         f"and kernel {k}")
-    else:
-        padding = r.single("padding", 0)
-        if padding < 0:
-            raise r.fail(f"padding {padding} must be ≥ 0")
-    length = getattr(r.node, "input_shape", None)
-    if length is not None:
-        shape: Shape = (int(weight.shape[1]), *r.shape(length, "input_shape"))
-    elif incoming is not None:
-        shape = incoming
-    else:
-        raise r.fail("states no input shape")
-    if len(shape) != 2:
-        raise r.fail(f"takes a (C, L) sample, not {_shape(shape)}")
-    if shape[0] != weight.shape[1]:
-        raise r.fail(f"weight {_shape(weight.shape)} takes {weight.shape[1]} channels, "
-                     f"not the {shape[0]} of a sample of shape {_shape(shape)}")
-    node = Conv1d(shape=shape, weight=weight, bias=bias, stride=stride, padding=padding)
-    if min(node.out_shape) < 1:
-        raise r.fail(f"its kernel does not fit a sample of shape {_shape(shape)}")
-    return node
+def _conv(dims: int) -> Callable[[_Reader, Shape | None], Node]:
+    """The reader of a ``dims``-d convolution (Conv1d: (C, L) samples, its fields single
+    integers; Conv2d: (C, H, W), each field one or two integers)."""
+    weight_axes = "(C_out, C_in, k)" if dims == 1 else "(C_out, C_in, kH, kW)"
+    sample_axes = "(C, L)" if dims == 1 else "(C, H, W)"
 
+    def sizes(r: _Reader, field: str, default: int) -> tuple[int, ...]:
+        return (r.single(field, default),) if dims == 1 else r.pair(field, default)
 
-def _conv2d(r: _Reader, incoming: Shape | None) -> Node:
-    weight, bias = r.array("weight"), r.array("bias")
-    if weight.ndim != 4 or bias.shape != (weight.shape[0],):
-        raise r.fail(f"weight {_shape(weight.shape)} and bias {_shape(bias.shape)} are not "
-                     "(C_out, C_in, kH, kW) and (C_out,)")
-    if r.integer("groups", 1) != 1 or r.pair("dilation", 1) != (1, 1):
-        raise r.fail("groups and dilation other than 1 are not supported")
-    stride = r.pair("stride", 1)
-    if min(stride) < 1:
-        raise r.fail(f"stride {stride} must be ≥ 1")
-    padding_raw = getattr(r.node, "padding", 0)
-    kh, kw = int(weight.shape[2]), int(weight.shape[3])
-    if isinstance(padding_raw, str):
-        if padding_raw == "valid":
-            padding = (0, 0)
-        elif padding_raw == "same" and stride == (1, 1) and kh % 2 and kw % 2:
-            padding = (kh // 2, kw // 2)
+    def shown(values: tuple[int, ...]) -> object:
+        return values[0] if dims == 1 else values
+
+    def convert(r: _Reader, incoming: Shape | None) -> Node:
+        weight, bias = r.array("weight"), r.array("bias")
+        if weight.ndim != dims + 2 or bias.shape != (weight.shape[0],):
+            raise r.fail(f"weight {_shape(weight.shape)} and bias {_shape(bias.shape)} are not "
+                         f"{weight_axes} and (C_out,)")
+        groups = r.single("groups", 1) if dims == 1 else r.integer("groups", 1)
+        if groups != 1 or sizes(r, "dilation", 1) != (1,) * dims:
+            raise r.fail("groups and dilation other than 1 are not supported")
+        stride = sizes(r, "stride", 1)
+        if min(stride) < 1:
+            raise r.fail(f"stride {shown(stride)} must be ≥ 1")
+        padding_raw = getattr(r.node, "padding", 0)
+        kernel = tuple(int(k) for k in weight.shape[2:])
+        padding: tuple[int, ...]
+        if isinstance(padding_raw, str):
+            if padding_raw == "valid":
+                padding = (0,) * dims
+            elif (padding_raw == "same" and stride == (1,) * dims
+                  and all(k % 2 for k in kernel)):
+                padding = tuple(k // 2 for k in kernel)
+            else:
+                raise r.fail(f"padding {padding_raw!r} is not supported with stride "
+                             f"{shown(stride)} and kernel {'×'.join(map(str, kernel))}")
         else:
-            raise r.fail(f"padding {padding_raw!r} is not supported with stride {stride} "
-                         f"and kernel {kh}×{kw}")
-    else:
-        padding = r.pair("padding", 0)
-    spatial = getattr(r.node, "input_shape", None)
-    if spatial is not None:
-        shape: Shape = (int(weight.shape[1]), *r.shape(spatial, "input_shape"))
-    elif incoming is not None:
-        shape = incoming
-    else:
-        raise r.fail("states no input shape")
-    if len(shape) != 3:
-        raise r.fail(f"takes a (C, H, W) sample, not {_shape(shape)}")
-    if shape[0] != weight.shape[1]:
-        raise r.fail(f"weight {_shape(weight.shape)} takes {weight.shape[1]} channels, "
-                     f"not the {shape[0]} of a sample of shape {_shape(shape)}")
-    node = Conv2d(shape=shape, weight=weight, bias=bias, stride=stride, padding=padding)
-    if min(node.out_shape) < 1:
-        raise r.fail(f"its kernel does not fit a sample of shape {_shape(shape)}")
-    return node
+            padding = sizes(r, "padding", 0)
+            if min(padding) < 0:
+                raise r.fail(f"padding {shown(padding)} must be ≥ 0")
+        spatial = getattr(r.node, "input_shape", None)
+        if spatial is not None:
+            shape: Shape = (int(weight.shape[1]), *r.shape(spatial, "input_shape"))
+        elif incoming is not None:
+            shape = incoming
+        else:
+            raise r.fail("states no input shape")
+        if len(shape) != dims + 1:
+            raise r.fail(f"takes a {sample_axes} sample, not {_shape(shape)}")
+        if shape[0] != weight.shape[1]:
+            raise r.fail(f"weight {_shape(weight.shape)} takes {weight.shape[1]} channels, "
+                         f"not the {shape[0]} of a sample of shape {_shape(shape)}")
+        node: Conv1d | Conv2d
+        if dims == 1:
+            node = Conv1d(shape=shape, weight=weight, bias=bias, stride=stride[0],
+                          padding=padding[0])
+        else:
+            node = Conv2d(shape=shape, weight=weight, bias=bias, stride=(stride[0], stride[1]),
+                          padding=(padding[0], padding[1]))
+        if min(node.out_shape) < 1:
+            raise r.fail(f"its kernel does not fit a sample of shape {_shape(shape)}")
+        return node
+    return convert
 
 
 def _pool(cls: type[SumPool2d]) -> Callable[[_Reader, Shape | None], Node]:
@@ -447,7 +429,7 @@ def _cubalif(r: _Reader, incoming: Shape | None) -> Node:
 
 _CONVERTERS: dict[str, Callable[[_Reader, Shape | None], Node]] = {
     "Input": _input, "Output": _output, "Affine": _affine, "Linear": _linear,
-    "Scale": _scale, "Flatten": _flatten, "Conv1d": _conv1d, "Conv2d": _conv2d,
+    "Scale": _scale, "Flatten": _flatten, "Conv1d": _conv(1), "Conv2d": _conv(2),
     "SumPool2d": _pool(SumPool2d), "AvgPool2d": _pool(AvgPool2d),
     "LIF": _lif, "IF": _if, "LI": _li, "CubaLIF": _cubalif,
 }
