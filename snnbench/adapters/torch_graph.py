@@ -22,24 +22,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from snnbench.workload.graph import GraphData, NirGraph
-from snnbench.workload.graph.nodes import (
-    LI,
-    Affine,
-    AvgPool2d,
-    Conv1d,
-    Conv2d,
-    CubaLIF,
-    Flatten,
-    Linear,
-    Node,
-    Output,
-    Scale,
-    SumPool2d,
-)
-from snnbench.workload.graph.reference import (
-    Dynamics,
-)
+from snnbench.workload.graph import GraphData, NirGraph, nodes
+from snnbench.workload.graph.reference import Dynamics
 
 # stated where the adapter reads them without importing torch
 from ._declared import TORCH_GRAPH_KNOBS as TORCH_GRAPH_KNOBS
@@ -49,7 +33,7 @@ from ._torch_common import OnTorchDevice, surrogate_derivative
 Tensor = torch.Tensor
 Op = Callable[[Tensor], Tensor]
 #: builds a stateful node's loop over time: (node, dynamics, device) → op
-NeuronBuilder = Callable[[Node, Dynamics, str], Op]
+NeuronBuilder = Callable[[nodes.Node, Dynamics, str], Op]
 
 
 class _Spike(torch.autograd.Function):
@@ -103,7 +87,7 @@ def input_term(x: Tensor, gain: float | Tensor, offset: float | Tensor) -> Tenso
     return x if _is(offset, 0.0) else x + offset
 
 
-def torch_neuron_step(node: Node, dyn: Dynamics,
+def torch_neuron_step(node: nodes.Node, dyn: Dynamics,
                       device: str) -> tuple[Op, Callable[[Tensor, Tensor, Tensor],
                                                          tuple[Tensor, Tensor, Tensor]]]:
     """(drive, step) of a stateful node in PyTorch: ``drive(x)`` its input term g·x + l (γ·x
@@ -111,8 +95,8 @@ def torch_neuron_step(node: Node, dyn: Dynamics,
     ``docs/nir.md`` in the reference's order."""
     c = {k: coefficient(v, device) for k, v in step_coefficients(node, dyn).items()}
     a, g, leak, theta, alpha, gamma = (c[k] for k in ("a", "g", "l", "theta", "alpha", "gamma"))
-    spiking = not isinstance(node, LI)
-    cuba = isinstance(node, CubaLIF)
+    spiking = not isinstance(node, nodes.LI)
+    cuba = isinstance(node, nodes.CubaLIF)
     subtract = dyn.reset == "subtract"
     detach = dyn.detach_reset
     spike = spike_fn(dyn)
@@ -135,7 +119,7 @@ def torch_neuron_step(node: Node, dyn: Dynamics,
     return drive, step
 
 
-def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
+def torch_neuron_op(node: nodes.Node, dyn: Dynamics, device: str) -> Op:
     """The node's loop over time in plain PyTorch: (T, B, *shape) → (T, B, *shape).
 
     The input term g·x + l (γ·x for a CubaLIF's synapse) is one op over all T before the loop,
@@ -155,35 +139,28 @@ def torch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     return run
 
 
-def _stateless_op(node: Node, params: Mapping[str, Tensor]) -> Op:
-    if isinstance(node, Affine):
+def _stateless_op(node: nodes.Node, params: Mapping[str, Tensor]) -> Op:
+    if isinstance(node, nodes.Affine):
         return lambda x: F.linear(x, params["weight"], params["bias"])
-    if isinstance(node, Linear):
+    if isinstance(node, nodes.Linear):
         return lambda x: F.linear(x, params["weight"])
-    if isinstance(node, Scale):
+    if isinstance(node, nodes.Scale):
         return lambda x: x * params["scale"]
-    if isinstance(node, Flatten):
+    if isinstance(node, nodes.Flatten):
         out_shape = node.out_shape
         return lambda x: x.reshape(*x.shape[:2], *out_shape)
-    if isinstance(node, Conv1d):
-        stride1, padding1, in_shape = node.stride, node.padding, node.in_shape
-
-        def conv1d(x: Tensor) -> Tensor:
-            y = F.conv1d(x.reshape(-1, *in_shape), params["weight"], params["bias"],
-                         stride=stride1, padding=padding1)
-            return y.reshape(*x.shape[:2], *y.shape[1:])
-        return conv1d
-    if isinstance(node, Conv2d):
+    if isinstance(node, nodes.Conv1d | nodes.Conv2d):
+        convolve = F.conv1d if isinstance(node, nodes.Conv1d) else F.conv2d
         stride, padding, in_shape = node.stride, node.padding, node.in_shape
 
         def conv(x: Tensor) -> Tensor:
-            y = F.conv2d(x.reshape(-1, *in_shape), params["weight"], params["bias"],
+            y = convolve(x.reshape(-1, *in_shape), params["weight"], params["bias"],
                          stride=stride, padding=padding)
             return y.reshape(*x.shape[:2], *y.shape[1:])
         return conv
-    if isinstance(node, SumPool2d):
+    if isinstance(node, nodes.SumPool2d):
         kernel, in_shape = node.kernel, node.in_shape
-        factor = 1.0 if isinstance(node, AvgPool2d) else float(kernel[0] * kernel[1])
+        factor = 1.0 if isinstance(node, nodes.AvgPool2d) else float(kernel[0] * kernel[1])
 
         def pool(x: Tensor) -> Tensor:
             y = F.avg_pool2d(x.reshape(-1, *in_shape), kernel, stride=kernel) * factor
@@ -204,7 +181,7 @@ def build_graph_network(workload: NirGraph, data: GraphData, device: str,
     parameters = leaf_tensors(data.params, device)
     ops: dict[str, Op] = {}
     for name, node in graph.nodes:
-        if name == graph.input or isinstance(node, Output):
+        if name == graph.input or isinstance(node, nodes.Output):
             continue
         if node.stateful:
             ops[name] = neuron_op(node, dyn, device)
