@@ -17,24 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from snnbench.workload.graph.nodes import (
-    IF,
-    LI,
-    LIF,
-    Affine,
-    Array,
-    AvgPool2d,
-    Conv1d,
-    Conv2d,
-    CubaLIF,
-    Flatten,
-    Graph,
-    Linear,
-    Node,
-    Output,
-    Scale,
-    SumPool2d,
-)
+from snnbench.workload.graph import nodes
+from snnbench.workload.graph.nodes import Array
 
 #: how a continuous neuron becomes a step: forward Euler (what the libraries' importers do) or
 #: the exact exponential decay with the input held over the step
@@ -110,16 +94,16 @@ class _NeuronTrace:
     spikes: Array | None
 
 
-def _neuron_forward(node: Node, x: Array, dyn: Dynamics) -> tuple[Array, _NeuronTrace]:
+def _neuron_forward(node: nodes.Node, x: Array, dyn: Dynamics) -> tuple[Array, _NeuronTrace]:
     state_shape = x.shape[1:]
     v = np.zeros(state_shape)
     cur = np.zeros(state_shape)
     v_pre_all = np.empty_like(x)
-    spikes = None if isinstance(node, LI) else np.empty_like(x)
+    spikes = None if isinstance(node, nodes.LI) else np.empty_like(x)
     a, g, leak, theta, alpha, gamma = _coefficients(node, dyn)
     for t in range(x.shape[0]):
         drive = x[t]
-        if isinstance(node, CubaLIF):
+        if isinstance(node, nodes.CubaLIF):
             cur = alpha * cur + gamma * x[t]
             drive = cur
         # the input term first, then the decayed state: the order the builds compute in
@@ -135,25 +119,25 @@ def _neuron_forward(node: Node, x: Array, dyn: Dynamics) -> tuple[Array, _Neuron
     return out, _NeuronTrace(v_pre=v_pre_all, spikes=spikes)
 
 
-def _coefficients(node: Node, dyn: Dynamics
+def _coefficients(node: nodes.Node, dyn: Dynamics
                   ) -> tuple[Array, Array, Array, Array, Array, Array]:
     """(a, g, l, θ, α, γ) of a stateful node (α, γ: its synapse; 0 for none)."""
     zero = np.zeros(node.in_shape)
-    if isinstance(node, LIF):
+    if isinstance(node, nodes.LIF):
         a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
         return a, g, leak, node.v_threshold, zero, zero
-    if isinstance(node, IF):
+    if isinstance(node, nodes.IF):
         return np.ones(node.in_shape), dyn.dt * node.r, zero, node.v_threshold, zero, zero
-    if isinstance(node, LI):
+    if isinstance(node, nodes.LI):
         a, g, leak = membrane_coefficients(node.tau, node.r, node.v_leak, dyn)
         return a, g, leak, zero, zero, zero
-    assert isinstance(node, CubaLIF)
+    assert isinstance(node, nodes.CubaLIF)
     a, g, leak = membrane_coefficients(node.tau_mem, node.r, node.v_leak, dyn)
     alpha, gamma = synapse_coefficients(node.tau_syn, node.w_in, dyn)
     return a, g, leak, node.v_threshold, alpha, gamma
 
 
-def _neuron_backward(node: Node, grad_out: Array, trace: _NeuronTrace, dyn: Dynamics
+def _neuron_backward(node: nodes.Node, grad_out: Array, trace: _NeuronTrace, dyn: Dynamics
                      ) -> Array:
     """dLoss/dx of a stateful node from dLoss/d(its output), by BPTT."""
     a, g, _, theta, alpha, gamma = _coefficients(node, dyn)
@@ -173,7 +157,7 @@ def _neuron_backward(node: Node, grad_out: Array, trace: _NeuronTrace, dyn: Dyna
                 direct, via_spike = 1.0 - s, -v_pre
             g_s = grad_out[t] if dyn.detach_reset else grad_out[t] + gv * via_spike
             g_vpre = g_s * sg + gv * direct
-        if isinstance(node, CubaLIF):
+        if isinstance(node, nodes.CubaLIF):
             gi = g * g_vpre + alpha * gi
             grad_x[t] = gamma * gi
         else:
@@ -184,12 +168,12 @@ def _neuron_backward(node: Node, grad_out: Array, trace: _NeuronTrace, dyn: Dyna
 
 # -- stateless nodes ----------------------------------------------------------------------------
 
-def _samples(x: Array, node: Node) -> Array:
+def _samples(x: Array, node: nodes.Node) -> Array:
     """(T, B, *shape) → (T·B, *shape)."""
     return x.reshape(-1, *node.in_shape)
 
 
-def _conv_windows(x: Array, node: Conv2d) -> Array:
+def _conv_windows(x: Array, node: nodes.Conv2d) -> Array:
     ph, pw = node.padding
     xp = np.pad(_samples(x, node), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     kh, kw = node.weight.shape[2:]
@@ -199,75 +183,76 @@ def _conv_windows(x: Array, node: Conv2d) -> Array:
     return windows[:, :, :ho, :wo]
 
 
-def _as_conv2d(node: Conv1d, params: Mapping[str, Array]) -> tuple[Conv2d, dict[str, Array]]:
+def _as_conv2d(node: nodes.Conv1d, params: Mapping[str, Array]
+               ) -> tuple[nodes.Conv2d, dict[str, Array]]:
     """A Conv1d as the Conv2d of height 1 it equals: a (C, L) sample is (C, 1, L), the kernel
     (C_out, C_in, 1, k), no padding or stride along the height."""
     weight = params["weight"][:, :, None, :]
-    lifted = Conv2d(shape=(node.shape[0], 1, node.shape[1]), weight=weight,
+    lifted = nodes.Conv2d(shape=(node.shape[0], 1, node.shape[1]), weight=weight,
                     bias=params["bias"], stride=(1, node.stride), padding=(0, node.padding))
     return lifted, {"weight": weight, "bias": params["bias"]}
 
 
-def _forward(node: Node, x: Array, params: Mapping[str, Array]) -> Array:
+def _forward(node: nodes.Node, x: Array, params: Mapping[str, Array]) -> Array:
     lead = x.shape[:2]
-    if isinstance(node, Conv1d):
+    if isinstance(node, nodes.Conv1d):
         lifted, lifted_params = _as_conv2d(node, params)
         y = _forward(lifted, x.reshape(*lead, *lifted.in_shape), lifted_params)
         return y.reshape(*lead, *node.out_shape)
-    if isinstance(node, Affine):
+    if isinstance(node, nodes.Affine):
         out: Array = x @ params["weight"].T + params["bias"]
         return out
-    if isinstance(node, Linear):
+    if isinstance(node, nodes.Linear):
         out = x @ params["weight"].T
         return out
-    if isinstance(node, Scale):
+    if isinstance(node, nodes.Scale):
         out = x * params["scale"]
         return out
-    if isinstance(node, Flatten):
+    if isinstance(node, nodes.Flatten):
         out = x.reshape(*lead, *node.out_shape)
         return out
-    if isinstance(node, Conv2d):
+    if isinstance(node, nodes.Conv2d):
         windows = _conv_windows(x, node)
         y = np.einsum("nchwij,ocij->nohw", windows, params["weight"], optimize=True)
         y = y + params["bias"][:, None, None]
         out = y.reshape(*lead, *node.out_shape)
         return out
-    if isinstance(node, SumPool2d):
+    if isinstance(node, nodes.SumPool2d):
         c, h, w = node.in_shape
         kh, kw = node.kernel
         pooled: Array = x.reshape(*lead, c, h // kh, kh, w // kw, kw).sum(axis=(-3, -1))
-        return pooled / (kh * kw) if isinstance(node, AvgPool2d) else pooled
+        return pooled / (kh * kw) if isinstance(node, nodes.AvgPool2d) else pooled
     raise AssertionError(f"no forward for {node.kind}")
 
 
-def node_forward(node: Node, x: Array, params: Mapping[str, Array]) -> Array:
+def node_forward(node: nodes.Node, x: Array, params: Mapping[str, Array]) -> Array:
     """A stateless node's output (T, B, *out shape) for its input ``x`` and its trainable
     arrays ``params`` by field (the probes of ``nir-check`` step the graph with it)."""
     return _forward(node, x, params)
 
 
-def _backward(node: Node, grad: Array, x: Array, params: Mapping[str, Array]
+def _backward(node: nodes.Node, grad: Array, x: Array, params: Mapping[str, Array]
               ) -> tuple[Array, dict[str, Array]]:
     """(dLoss/dx, dLoss/d each trainable field) of a stateless node."""
     lead = x.shape[:2]
-    if isinstance(node, Conv1d):
+    if isinstance(node, nodes.Conv1d):
         lifted, lifted_params = _as_conv2d(node, params)
         dx, grads = _backward(lifted, grad.reshape(*lead, *lifted.out_shape),
                               x.reshape(*lead, *lifted.in_shape), lifted_params)
         grads["weight"] = grads["weight"][:, :, 0, :]
         return dx.reshape(*lead, *node.in_shape), grads
-    if isinstance(node, Affine | Linear):
+    if isinstance(node, nodes.Affine | nodes.Linear):
         w = params["weight"]
         flat_g = grad.reshape(-1, w.shape[0])
         grads = {"weight": flat_g.T @ x.reshape(-1, w.shape[1])}
-        if isinstance(node, Affine):
+        if isinstance(node, nodes.Affine):
             grads["bias"] = flat_g.sum(axis=0)
         return grad @ w, grads
-    if isinstance(node, Scale):
+    if isinstance(node, nodes.Scale):
         return grad * params["scale"], {"scale": (grad * x).sum(axis=(0, 1))}
-    if isinstance(node, Flatten):
+    if isinstance(node, nodes.Flatten):
         return grad.reshape(*lead, *node.in_shape), {}
-    if isinstance(node, Conv2d):
+    if isinstance(node, nodes.Conv2d):
         g = grad.reshape(-1, *node.out_shape)
         windows = _conv_windows(x, node)
         grads = {"weight": np.einsum("nohw,nchwij->ocij", g, windows, optimize=True),
@@ -284,17 +269,17 @@ def _backward(node: Node, grad: Array, x: Array, params: Mapping[str, Array]
                     "nohw,oc->nchw", g, weight[:, :, i, j], optimize=True)
         dx = dxp[:, :, ph:ph + h, pw:pw + w_]
         return dx.reshape(*lead, *node.in_shape), grads
-    if isinstance(node, SumPool2d):
+    if isinstance(node, nodes.SumPool2d):
         kh, kw = node.kernel
         g = grad
-        if isinstance(node, AvgPool2d):
+        if isinstance(node, nodes.AvgPool2d):
             g = g / (kh * kw)
         dx = np.repeat(np.repeat(g, kh, axis=-2), kw, axis=-1)
         return dx, {}
     raise AssertionError(f"no backward for {node.kind}")
 
 
-def run_graph_reference(graph: Graph, inputs: npt.NDArray[Any], dyn: Dynamics,
+def run_graph_reference(graph: nodes.Graph, inputs: npt.NDArray[Any], dyn: Dynamics,
                         params: Mapping[str, npt.NDArray[Any]] | None = None) -> GraphResult:
     """Forward and backward of ``graph`` on ``inputs`` (T, B, *input shape) in float64.
 
@@ -320,7 +305,7 @@ def run_graph_reference(graph: Graph, inputs: npt.NDArray[Any], dyn: Dynamics,
             for src in preds[1:]:
                 x = x + values[src]
         node_in[name] = x
-        if isinstance(node, Output) or name == graph.input:
+        if isinstance(node, nodes.Output) or name == graph.input:
             values[name] = x
         elif node.stateful:
             values[name], traces[name] = _neuron_forward(node, x, dyn)
@@ -334,7 +319,7 @@ def run_graph_reference(graph: Graph, inputs: npt.NDArray[Any], dyn: Dynamics,
         g = grad_of.get(name)
         if g is None:  # nothing downstream reaches the output: no gradient flows
             g = np.zeros_like(values[name])
-        if isinstance(node, Output):
+        if isinstance(node, nodes.Output):
             grad_x = g
         elif node.stateful:
             grad_x = _neuron_backward(node, g, traces[name], dyn)
