@@ -28,18 +28,24 @@ def _snntorch() -> Any:
 
 
 def test_snntorch_neurons_are_released_on_close(tmp_path: Path) -> None:
-    builder = _snntorch()
+    _snntorch()
     import snntorch as snn
 
-    from snnbench.adapters.snntorch_graph import release
+    from snnbench.adapters.snntorch_graph import snntorch_graph_model
 
     workload = NirGraph.from_file(write_example("shd-mlp", tmp_path / "s.nir"), dt=1e-3,
                                   time_steps=3, batch_size=1, reset="zero")
-    before = len(snn.SpikingNeuron.instances)
-    model = TorchGraphModel(workload, workload.make_data(), "cpu", builder, on_close=release)
-    assert len(snn.SpikingNeuron.instances) == before + 3
-    model.close()
-    assert len(snn.SpikingNeuron.instances) == before
+    before = list(snn.SpikingNeuron.instances)
+    # a verification build and the timed build live in one worker process: closing one
+    # releases its own neurons, never the other's (nor those of any earlier model)
+    first = snntorch_graph_model(workload, workload.make_data(), "cpu")
+    second = snntorch_graph_model(workload, workload.make_data(), "cpu")
+    assert len(snn.SpikingNeuron.instances) == len(before) + 6
+    first.close()
+    assert len(snn.SpikingNeuron.instances) == len(before) + 3
+    assert snn.SpikingNeuron.instances[:len(before)] == before
+    second.close()
+    assert snn.SpikingNeuron.instances == before
 
 
 def _spikingjelly() -> Any:

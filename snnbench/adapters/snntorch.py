@@ -150,7 +150,6 @@ class SnnTorch(WorkloadsAdapter):
 
     def build_graph(self, workload: NirGraph, data: GraphData, device: str,
                     variant: str) -> plugin.Model:
-        from .snntorch_graph import release, snntorch_neuron_op
-        from .torch_graph import TorchGraphModel
+        from .snntorch_graph import snntorch_graph_model
 
-        return TorchGraphModel(workload, data, device, snntorch_neuron_op, on_close=release)
+        return snntorch_graph_model(workload, data, device)

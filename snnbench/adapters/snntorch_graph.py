@@ -19,18 +19,20 @@ imported from NIR.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from snnbench.adapter import CaseSkipped
+from snnbench.workload.graph import GraphData, NirGraph
 from snnbench.workload.graph.nodes import IF, LI, LIF, CubaLIF, Node
 from snnbench.workload.graph.reference import Dynamics
 
 from ._declared import SNNTORCH_SUBTRACT_REASON as SUBTRACT_REASON
 from ._graph_common import step_coefficients
-from .torch_graph import Op, coefficient, const, input_term, spike_fn
+from .torch_graph import Op, TorchGraphModel, coefficient, const, input_term, spike_fn
 
 
 def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
@@ -87,18 +89,29 @@ def snntorch_neuron_op(node: Node, dyn: Dynamics, device: str) -> Op:
     return run
 
 
-#: the neurons built in this process, released by :func:`release`
+#: the neurons built in this process and not yet released (:func:`release`)
 _KEEP: list[Any] = []
 
 
-def release() -> None:
-    """Drop snnTorch's global references to the neurons built here (its class-level
-    ``instances`` list) and their last membranes."""
+def release(neurons: Sequence[Any]) -> None:
+    """Drop snnTorch's global references to ``neurons`` (its class-level ``instances`` list)
+    and their last membranes; the neurons of other models stay as they are."""
     import snntorch as snn
 
-    ids = {id(n) for n in _KEEP}
+    ids = {id(n) for n in neurons}
     snn.SpikingNeuron.instances[:] = [n for n in snn.SpikingNeuron.instances
                                       if id(n) not in ids]
-    for neuron in _KEEP:
+    for neuron in neurons:
         neuron.mem = torch.zeros(0)
-    _KEEP.clear()
+    _KEEP[:] = [n for n in _KEEP if id(n) not in ids]
+
+
+def snntorch_graph_model(workload: NirGraph, data: GraphData, device: str) -> TorchGraphModel:
+    """The graph built with snnTorch's neurons; closing it releases the neurons it built (and
+    only those: a process may hold a verification build and the timed build at once)."""
+    first = len(_KEEP)
+    mine: list[Any] = []
+    model = TorchGraphModel(workload, data, device, snntorch_neuron_op,
+                            on_close=lambda: release(mine))
+    mine.extend(_KEEP[first:])
+    return model
