@@ -518,3 +518,27 @@ def test_the_manifest_records_the_executor_the_flags_chose(fake_plugins: Path,
     recorded = json.loads((tmp_path / "run" / "manifest.json").read_text())["config"]
     assert recorded["executor"]["bind_cpus"] is True
     assert recorded["executor"]["slurm"]["partition"] == "debug"
+
+
+@pytest.mark.parametrize("status", ["ok", "error", "lost"])
+def test_a_ray_task_writes_no_record_of_a_case_that_did_not_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: str) -> None:
+    """A stopping Ray sweep's forced cancel kills the case's worker before the task: the task
+    saw "killed by SIGKILL from outside" and wrote a ``lost`` record into the folder of a
+    sweep that said "finished cases are kept" (found by test_lifetime's Ray case). A finished
+    case's record (ok, error...) is still written by the task itself."""
+    import threading
+
+    from snnbench.executors import remote
+    from snnbench.records.contract import Job
+    from snnbench.workload import LinearLif
+    from snnbench.workload.linear_lif.spec import NetworkSpec
+
+    job = Job("fake-ok", "default", "cpu", LinearLif(NetworkSpec(neurons=8)))
+    ended = CaseRecord.for_job(job, status, "as the worker ended")  # type: ignore[arg-type]
+    monkeypatch.setattr(remote, "run_in_folder", lambda *args, **kwargs: ended)
+    remote.record_path(tmp_path, job.key).parent.mkdir()  # the run folder's cases/
+    returned = remote.run_case(job, tmp_path, job.placement, threading.Event())
+    assert returned.status == status  # the owner, while it lives, still gets it
+    written = remote.record_path(tmp_path, job.key)
+    assert written.exists() == (status != "lost")

@@ -204,10 +204,19 @@ def already_done(run_dir: Path, key: str, attempt: int = 0) -> bool:
 
 def run_case(job: Job, run_dir: Path, placement: Placement, stop: threading.Event,
              prefix: Sequence[str] = ()) -> CaseRecord:
-    """Run one case here and write its record into the run folder."""
+    """Run one case here and write its record into the run folder, unless the case did not
+    finish (``lost``: its worker was killed from outside).
+
+    A stopping sweep's engine kills its task's worker (Ray's forced cancel signals the
+    worker before the task itself); a ``lost`` record the task wrote then would sit in the
+    folder of a sweep whose owner said "finished cases are kept". The owner, while it lives,
+    stores the returned record itself; once it is gone, ``--resume`` runs a case without a
+    record again, as it would a ``lost`` one.
+    """
     placed = dataclasses.replace(job, placement=placement)
     record = run_in_folder(placed, run_dir / JOBS_DIR, run_dir / "logs", stop, prefix)
-    record.write(record_path(run_dir, record.key))
+    if record.status != "lost":
+        record.write(record_path(run_dir, record.key))
     return record
 
 
