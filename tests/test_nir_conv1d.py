@@ -17,7 +17,7 @@ from snnbench.workload.graph.examples import write_graph  # noqa: E402
 from snnbench.workload.graph.load import GraphError, from_nir, read_graph  # noqa: E402
 from snnbench.workload.graph.nodes import Conv1d, Flatten  # noqa: E402
 from snnbench.workload.graph.reference import Dynamics, run_graph_reference  # noqa: E402
-from tests.fixtures.graphs import conv1d_nir  # noqa: E402
+from tests.fixtures.graphs import assert_matches_finite_differences, conv1d_nir  # noqa: E402
 
 DT = 1e-3
 
@@ -192,16 +192,7 @@ def test_conv1d_gradients_match_finite_differences(discretisation: str) -> None:
     def loss(p: dict[str, np.ndarray]) -> float:
         return float(run_graph_reference(graph, inputs, dyn, p).output.sum())
 
-    eps = 1e-6
-    for name, value in params.items():
-        for index in np.ndindex(value.shape):
-            up = {k: v.copy() for k, v in params.items()}
-            down = {k: v.copy() for k, v in params.items()}
-            up[name][index] += eps
-            down[name][index] -= eps
-            numeric = (loss(up) - loss(down)) / (2 * eps)
-            assert result.grads[name][index] == pytest.approx(numeric, rel=1e-5, abs=1e-7), \
-                (name, index)
+    assert_matches_finite_differences(loss, params, result.grads)
 
 
 def test_the_operation_count_covers_the_conv1d(tmp_path: Path) -> None:

@@ -4,8 +4,6 @@ without spikes, where the loss is smooth)."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -16,6 +14,7 @@ from snnbench.workload.graph.load import from_nir  # noqa: E402
 from snnbench.workload.graph.reference import Dynamics, run_graph_reference  # noqa: E402
 from snnbench.workload.linear_lif.reference import run_reference  # noqa: E402
 from snnbench.workload.linear_lif.spec import NetworkSpec, make_case_data  # noqa: E402
+from tests.fixtures.graphs import assert_matches_finite_differences  # noqa: E402
 
 DT = 1e-3
 
@@ -91,16 +90,8 @@ def test_gradients_match_finite_differences(discretisation: str) -> None:
     def loss(p: dict[str, np.ndarray]) -> float:
         return float(run_graph_reference(graph, inputs, dyn, p).output.sum())
 
-    eps = 1e-6
-    for name, value in params.items():
-        for index in itertools.islice(np.ndindex(value.shape), 0, None, max(1, value.size // 4)):
-            up = {k: v.copy() for k, v in params.items()}
-            down = {k: v.copy() for k, v in params.items()}
-            up[name][index] += eps
-            down[name][index] -= eps
-            numeric = (loss(up) - loss(down)) / (2 * eps)
-            assert result.grads[name][index] == pytest.approx(numeric, rel=1e-5, abs=1e-7), \
-                (name, index)
+    assert_matches_finite_differences(loss, params, result.grads,
+                                      every=lambda v: max(1, v.size // 4))
 
 
 def test_exponential_and_euler_differ_and_exponential_is_exact_for_a_constant_input() -> None:
